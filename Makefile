@@ -1,0 +1,37 @@
+# Aster: everything a newcomer or CI needs, with only Go and make installed.
+
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BENCHSTAT   ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+PKGS        ?= ./...
+
+.PHONY: run test lint cover bench chaos tidy
+
+## run: the main demo on an embedded store; exits by itself
+run:
+	$(GO) run ./examples/handover
+
+## test: vet, then every test with the race detector (the CI command)
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+
+## lint: gofmt, go vet and staticcheck (fetched at a pinned version)
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+## cover: test coverage per package, and an HTML report in cover.html
+cover:
+	$(GO) test -race -count=1 -coverprofile=cover.out $(PKGS)
+	$(GO) tool cover -func=cover.out | tail -1
+	$(GO) tool cover -html=cover.out -o cover.html
+
+## bench: Go benchmarks, 6 runs each, summarised by benchstat
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=6 $(PKGS) | tee bench.out
+	$(GO) run $(BENCHSTAT) bench.out
+
+tidy:
+	$(GO) mod tidy

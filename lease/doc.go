@@ -1,0 +1,35 @@
+// Package lease is the contract between Aster's lease actors and the stores
+// that keep leases: configuration, the Store interface, fencing tokens and
+// the errors every store reports.
+//
+// It has no actors and imports no NATS: a store adapter (such as natsstore)
+// translates its backend's answers into this package's types and errors, and
+// the actors in package actors build on nothing else.
+//
+// # Leases
+//
+// A lease names one singleton (a scheduler, an outbox dispatcher) or one
+// critical section. An owner acquires it for a TTL, renews it before the TTL
+// runs out, and releases it with a compare-and-swap when it is done. While
+// another owner holds it, Acquire answers with the current owner instead.
+//
+// # Fencing tokens
+//
+// Every acquisition yields a Token that is strictly greater than the token of
+// every earlier acquisition of the same lease, across owners, releases,
+// expiries and store restarts. A token does not change on renewal. Give it to
+// every downstream write and let the downstream system reject writes whose
+// token is lower than the highest it has seen (see Fence): a paused or
+// partitioned former owner can then never overwrite a newer owner's work.
+//
+// # Validity
+//
+// An owner must stop acting before its lease can expire at the store. Config
+// carries a SafetyMargin (clock-rate drift) and a StopTimeout (time to stop
+// the workload); see Config.ValidUntil and Config.RenewDeadline.
+//
+// # Conformance
+//
+// Package leasetest holds the suite every Store must pass and an in-memory
+// Store with an injectable clock for tests.
+package lease

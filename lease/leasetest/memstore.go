@@ -1,0 +1,286 @@
+package leasetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// MemStore is an in-memory lease.Store and lease.Watcher for tests and
+// demos. Its revisions behave like a JetStream KV bucket's: one counter for
+// the whole store, advanced by every write, delete and expiry, so tokens
+// strictly increase.
+//
+// Expiry is judged by the store's clock (time.Now unless WithClock says
+// otherwise); inside a testing/synctest bubble that is virtual time. When
+// the clock is time.Now, expiries are also announced to watchers by a timer,
+// as a NATS server announces them with a marker.
+type MemStore struct {
+	now         func() time.Time
+	realTimers  bool
+	mu          sync.Mutex
+	rev         uint64
+	keys        map[string]*memEntry
+	watchers    map[string]map[*memWatch]struct{}
+	closed      bool
+	expiryTimer map[string]*time.Timer
+}
+
+type memEntry struct {
+	owner   string
+	rev     uint64 // revision of the last write
+	expires time.Time
+}
+
+type memWatch struct{ ch chan lease.Event }
+
+var (
+	_ lease.Store   = (*MemStore)(nil)
+	_ lease.Watcher = (*MemStore)(nil)
+)
+
+// MemOption configures a MemStore.
+type MemOption func(*MemStore)
+
+// WithClock makes the store judge expiry by now instead of time.Now.
+// Expiry is then noticed on the next call, not announced by a timer.
+func WithClock(now func() time.Time) MemOption {
+	return func(s *MemStore) { s.now, s.realTimers = now, false }
+}
+
+// NewMemStore returns an empty store.
+func NewMemStore(opts ...MemOption) *MemStore {
+	s := &MemStore{
+		now:         time.Now,
+		realTimers:  true,
+		keys:        make(map[string]*memEntry),
+		watchers:    make(map[string]map[*memWatch]struct{}),
+		expiryTimer: make(map[string]*time.Timer),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Acquire implements lease.Store.
+func (s *MemStore) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
+	if err := lease.ValidateClaim(c); err != nil {
+		return lease.Acquisition{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lease.Acquisition{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return lease.Acquisition{}, lease.ErrClosed
+	}
+	if e := s.live(c.LeaseID); e != nil && e.owner != c.OwnerID {
+		return lease.Acquisition{Owner: e.owner}, nil
+	}
+	rev := s.write(c.LeaseID, c.OwnerID, c.TTL)
+	return lease.Acquisition{Acquired: true, Lease: lease.Lease{
+		ID: c.LeaseID, OwnerID: c.OwnerID, Token: lease.Token(rev), TTL: c.TTL, Revision: rev,
+	}}, nil
+}
+
+// Renew implements lease.Store.
+func (s *MemStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if err := lease.ValidateLease(l); err != nil {
+		return l, err
+	}
+	if err := ctx.Err(); err != nil {
+		return l, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return l, lease.ErrClosed
+	}
+	if err := s.held(l); err != nil {
+		return l, err
+	}
+	l.Revision = s.write(l.ID, l.OwnerID, l.TTL)
+	return l, nil
+}
+
+// Release implements lease.Store.
+func (s *MemStore) Release(ctx context.Context, l lease.Lease) error {
+	if err := lease.ValidateLease(l); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return lease.ErrClosed
+	}
+	if err := s.held(l); err != nil {
+		return err
+	}
+	s.remove(l.ID)
+	return nil
+}
+
+// Watch implements lease.Watcher.
+func (s *MemStore) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, error) {
+	if err := lease.ValidateLeaseID(leaseID); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, lease.ErrClosed
+	}
+	w := &memWatch{ch: make(chan lease.Event, 1)}
+	if s.watchers[leaseID] == nil {
+		s.watchers[leaseID] = make(map[*memWatch]struct{})
+	}
+	s.watchers[leaseID][w] = struct{}{}
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.watchers[leaseID][w]; ok {
+			delete(s.watchers[leaseID], w)
+			close(w.ch)
+		}
+	})
+	return w.ch, nil
+}
+
+// Close closes every watch and makes later calls return lease.ErrClosed.
+// It is idempotent.
+func (s *MemStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for id, ws := range s.watchers {
+		for w := range ws {
+			close(w.ch)
+		}
+		delete(s.watchers, id)
+	}
+	for id, t := range s.expiryTimer {
+		t.Stop()
+		delete(s.expiryTimer, id)
+	}
+	return nil
+}
+
+// Holder returns the current owner and token-bearing revision of a lease,
+// for tests. ok is false when the lease is free or expired.
+func (s *MemStore) Holder(leaseID string) (owner string, revision uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.live(leaseID); e != nil {
+		return e.owner, e.rev, true
+	}
+	return "", 0, false
+}
+
+// Tamper overwrites or (with owner "") deletes a lease key as an operator
+// would, for tests. The write gets a new revision like any other.
+func (s *MemStore) Tamper(leaseID, owner string, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if owner == "" {
+		s.remove(leaseID)
+		return
+	}
+	s.write(leaseID, owner, ttl)
+}
+
+// live returns the unexpired entry of id, reclaiming an expired one.
+// s.mu must be held.
+func (s *MemStore) live(id string) *memEntry {
+	e := s.keys[id]
+	if e == nil {
+		return nil
+	}
+	if !s.now().Before(e.expires) {
+		s.remove(id)
+		return nil
+	}
+	return e
+}
+
+// held reports whether l is the live lease at its revision. s.mu must be held.
+func (s *MemStore) held(l lease.Lease) error {
+	e := s.live(l.ID)
+	switch {
+	case e == nil:
+		return fmt.Errorf("%w: %s is free", lease.ErrLost, l.ID)
+	case e.owner != l.OwnerID:
+		return fmt.Errorf("%w: %s is held by %s", lease.ErrLost, l.ID, e.owner)
+	case e.rev != l.Revision:
+		return fmt.Errorf("%w: %s is at revision %d, not %d", lease.ErrLost, l.ID, e.rev, l.Revision)
+	}
+	return nil
+}
+
+// write stores a new value and returns its revision. s.mu must be held.
+func (s *MemStore) write(id, owner string, ttl time.Duration) uint64 {
+	s.rev++
+	rev := s.rev
+	s.keys[id] = &memEntry{owner: owner, rev: rev, expires: lease.Config{TTL: ttl}.ExpiresAt(s.now())}
+	if s.realTimers {
+		if t := s.expiryTimer[id]; t != nil {
+			t.Stop()
+		}
+		s.expiryTimer[id] = time.AfterFunc(ttl, func() { s.expire(id, rev) })
+	}
+	s.notify(lease.Event{LeaseID: id, Kind: lease.EventHeld, Owner: owner, Revision: rev})
+	return rev
+}
+
+// expire reclaims id if it still holds the write at rev.
+func (s *MemStore) expire(id string, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.keys[id]; e != nil && e.rev == rev && !s.closed {
+		s.live(id)
+	}
+}
+
+// remove deletes id, as a delete or an expiry marker would, with a new
+// revision. s.mu must be held.
+func (s *MemStore) remove(id string) {
+	if _, ok := s.keys[id]; !ok {
+		return
+	}
+	delete(s.keys, id)
+	if t := s.expiryTimer[id]; t != nil {
+		t.Stop()
+		delete(s.expiryTimer, id)
+	}
+	s.rev++
+	s.notify(lease.Event{LeaseID: id, Kind: lease.EventFree, Revision: s.rev})
+}
+
+// notify hands ev to every watcher of its lease, replacing an unread event.
+// s.mu must be held; it is the only sender.
+func (s *MemStore) notify(ev lease.Event) {
+	for w := range s.watchers[ev.LeaseID] {
+		select {
+		case w.ch <- ev:
+		default:
+			select {
+			case <-w.ch:
+			default:
+			}
+			w.ch <- ev
+		}
+	}
+}

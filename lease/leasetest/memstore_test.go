@@ -1,0 +1,123 @@
+package leasetest_test
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/lease/leasetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newMemStore(t *testing.T) lease.Store {
+	s := leasetest.NewMemStore()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestMemStore(t *testing.T) {
+	leasetest.Run(t, newMemStore, leasetest.InVirtualTime(), leasetest.WithTTL(10*time.Second))
+}
+
+func TestMemStoreRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time run of the suite; the virtual-time run covers the same cases")
+	}
+	leasetest.Run(t, newMemStore, leasetest.WithTTL(200*time.Millisecond), leasetest.WithRounds(5))
+}
+
+func TestMemStoreInjectedClock(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	s := leasetest.NewMemStore(leasetest.WithClock(func() time.Time { return now }))
+	defer s.Close()
+	ctx := t.Context()
+	a, err := s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "a", TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, a.Acquired)
+
+	now = now.Add(59 * time.Second)
+	b, err := s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "b", TTL: time.Minute})
+	require.NoError(t, err)
+	assert.False(t, b.Acquired, "a 1-minute lease is held after 59 s")
+
+	now = now.Add(time.Second)
+	b, err = s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "b", TTL: time.Minute})
+	require.NoError(t, err)
+	assert.True(t, b.Acquired, "a 1-minute lease expires after 60 s")
+	assert.Greater(t, b.Lease.Token, a.Lease.Token)
+}
+
+func TestMemStoreClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := leasetest.NewMemStore()
+		events, err := s.Watch(t.Context(), "closing")
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.NoError(t, s.Close(), "Close is idempotent")
+		_, ok := <-events
+		assert.False(t, ok, "Close closes watches")
+		_, err = s.Acquire(t.Context(), lease.Claim{LeaseID: "closing", OwnerID: "a", TTL: time.Second})
+		assert.ErrorIs(t, err, lease.ErrClosed)
+		_, err = s.Watch(t.Context(), "closing")
+		assert.ErrorIs(t, err, lease.ErrClosed)
+	})
+}
+
+func TestMemStoreTamper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := leasetest.NewMemStore()
+		defer s.Close()
+		a, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "a", TTL: time.Minute})
+		require.NoError(t, err)
+		s.Tamper("tamper", "operator", time.Minute)
+		_, err = s.Renew(t.Context(), a.Lease)
+		require.ErrorIs(t, err, lease.ErrLost, "an overwritten key is lost to its owner")
+		owner, _, ok := s.Holder("tamper")
+		require.True(t, ok)
+		assert.Equal(t, "operator", owner)
+		s.Tamper("tamper", "", 0)
+		_, _, ok = s.Holder("tamper")
+		assert.False(t, ok)
+	})
+}
+
+// The suite must be able to fail: run it against deliberately broken stores
+// in a subprocess and expect the named subtests to fail.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	for kind, wantFailing := range map[string][]string{
+		"reuse-tokens": {"TokensStrictlyIncrease", "ReacquireAfterOwnReleaseGetsLargerToken"},
+		"two-owners":   {"StandbyWhileHeld", "ConcurrentAcquirers"},
+		"no-expiry":    {"TakeoverAfterExpiry"},
+		"blind-cas":    {"ReleaseByNonOwnerIsNoop", "StaleReleaseIsNoop"},
+	} {
+		t.Run(kind, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreHelper$", "-test.v")
+			cmd.Env = append(os.Environ(), "LEASETEST_BROKEN="+kind)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "the suite passed a store that %s:\n%s", kind, out)
+			for _, name := range wantFailing {
+				assert.Contains(t, string(out), "--- FAIL: TestBrokenStoreHelper/"+name, "output:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestBrokenStoreHelper runs the suite against a broken store when
+// TestSuiteCatchesBrokenStores asks it to, and does nothing otherwise.
+func TestBrokenStoreHelper(t *testing.T) {
+	kind := os.Getenv("LEASETEST_BROKEN")
+	if kind == "" {
+		return
+	}
+	leasetest.Run(t, func(t *testing.T) lease.Store {
+		return newBrokenStore(t, kind)
+	}, leasetest.InVirtualTime(), leasetest.WithTTL(10*time.Second), leasetest.WithRounds(5))
+}

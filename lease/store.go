@@ -1,0 +1,137 @@
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// Token is a fencing token: the store revision of the write that acquired a
+// lease. It is fixed for the life of one acquisition and strictly greater
+// than the token of every earlier acquisition of the same lease. The zero
+// Token is never issued.
+type Token uint64
+
+// Claim asks a Store for a lease.
+type Claim struct {
+	LeaseID string
+	OwnerID string
+	TTL     time.Duration // must be positive
+}
+
+// Lease is a held lease: what an owner passes back to Renew and Release.
+type Lease struct {
+	ID      string
+	OwnerID string
+	Token   Token         // fixed at acquisition
+	TTL     time.Duration // the TTL Renew writes; change it to extend
+	// Revision is the store's version of the last write by this owner
+	// (acquire or renew); stores use it for compare-and-swap. It equals
+	// uint64(Token) right after acquisition.
+	Revision uint64
+}
+
+// Acquisition is the answer to Store.Acquire.
+type Acquisition struct {
+	// Acquired reports whether the caller now holds the lease.
+	Acquired bool
+	// Lease is the held lease when Acquired.
+	Lease Lease
+	// Owner is the current owner when not Acquired, or "" when the store
+	// cannot tell (for example the key holds an expired value that the
+	// store cannot yet reclaim).
+	Owner string
+}
+
+// Store keeps leases. Implementations must be safe for concurrent use and
+// must pass leasetest.Run.
+//
+// Every method honours ctx: when ctx is done it returns promptly with an
+// error that matches ctx.Err() (or ErrUnavailable wrapping it). An error
+// other than ErrLost and ErrInvalid leaves the outcome unknown to the
+// caller; stores resolve indeterminate writes themselves where they can.
+type Store interface {
+	// Acquire takes the lease if it is free or expired, or if the caller's
+	// owner ID already holds it with a value this store can prove is ours
+	// (a replayed write), and otherwise reports the current owner.
+	Acquire(ctx context.Context, c Claim) (Acquisition, error)
+
+	// Renew extends a held lease by l.TTL from now, with a compare-and-swap
+	// on l.Revision. It returns the lease with its new Revision, or ErrLost
+	// when l is no longer held by l.OwnerID at l.Revision.
+	Renew(ctx context.Context, l Lease) (Lease, error)
+
+	// Release deletes a held lease with a compare-and-swap on l.Revision. It
+	// returns ErrLost, and changes nothing, when l is not held any more.
+	Release(ctx context.Context, l Lease) error
+}
+
+// Watcher is an optional Store capability: change notification, used for
+// fast takeover. A standby that has a Watcher retries as soon as the lease
+// may have become free instead of waiting for its retry interval.
+type Watcher interface {
+	// Watch reports changes of one lease until ctx is done, and then closes
+	// the channel. Events are hints, not facts: a receiver must call Acquire
+	// to learn the truth, and must keep polling because a watch can be
+	// silent (a lost connection). The channel is buffered and coalescing: a
+	// slow receiver misses intermediate events, never the latest.
+	Watch(ctx context.Context, leaseID string) (<-chan Event, error)
+}
+
+// EventKind says what a watch saw.
+type EventKind uint8
+
+const (
+	// EventUnknown is never sent; it is the safe zero value.
+	EventUnknown EventKind = iota
+	// EventFree: the key was released, deleted, purged or expired.
+	EventFree
+	// EventHeld: an owner wrote the key (acquired or renewed).
+	EventHeld
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventFree:
+		return "free"
+	case EventHeld:
+		return "held"
+	default:
+		return "unknown"
+	}
+}
+
+// Event is one change seen by a Watcher.
+type Event struct {
+	LeaseID  string
+	Kind     EventKind
+	Owner    string // the writer, for EventHeld
+	Revision uint64 // the store revision of the change, 0 if unknown
+}
+
+// ValidateClaim reports whether c can be passed to a Store.
+func ValidateClaim(c Claim) error {
+	if err := ValidateLeaseID(c.LeaseID); err != nil {
+		return err
+	}
+	if err := ValidateOwnerID(c.OwnerID); err != nil {
+		return err
+	}
+	if c.TTL <= 0 {
+		return invalid("TTL", "must be positive, got %v", c.TTL)
+	}
+	return nil
+}
+
+// ValidateLease reports whether l can be passed to Renew or Release.
+func ValidateLease(l Lease) error {
+	if err := ValidateClaim(Claim{LeaseID: l.ID, OwnerID: l.OwnerID, TTL: l.TTL}); err != nil {
+		return err
+	}
+	if l.Token == 0 {
+		return invalid("Token", "must not be zero")
+	}
+	if l.Revision < uint64(l.Token) {
+		return invalid("Revision", "%d is older than the token %d", l.Revision, l.Token)
+	}
+	return nil
+}
