@@ -1,0 +1,130 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// Event is something a lease actor reports through its event hook. The set
+// is sealed: only this package defines Events. Hooks are called on the
+// reporting actor's goroutine and must not block.
+type Event interface {
+	// Lease names the lease and the owner (this process) the event is about.
+	Lease() (leaseID, ownerID string)
+	isEvent()
+}
+
+// Subject names the lease and owner an event is about.
+type Subject struct {
+	LeaseID string
+	OwnerID string
+}
+
+// Lease implements Event.
+func (s Subject) Lease() (leaseID, ownerID string) { return s.LeaseID, s.OwnerID }
+
+// Acquired: this owner acquired the lease and starts leading.
+type Acquired struct {
+	Subject
+	Token      lease.Token
+	ValidUntil time.Time
+	// Handover is true when another owner was seen holding the lease
+	// before this acquisition.
+	Handover bool
+}
+
+// Standby: another owner holds the lease. Reported when the observed owner
+// changes, not on every poll.
+type Standby struct {
+	Subject
+	Owner string // "" when the store could not tell
+}
+
+// Renewed: a Watchdog renewed the lease.
+type Renewed struct {
+	Subject
+	Token      lease.Token
+	Revision   uint64
+	TTL        time.Duration
+	ValidUntil time.Time
+}
+
+// RenewalFailed: a renewal failed with a transient error; the Watchdog
+// retries until Deadline.
+type RenewalFailed struct {
+	Subject
+	Token    lease.Token
+	Attempt  int // failures in a row
+	Deadline time.Time
+	Err      error
+}
+
+// Poisoned: a Watchdog gave the lease up; its workload is being stopped.
+type Poisoned struct {
+	Subject
+	Token  lease.Token
+	Reason PoisonReason
+	Err    error // a *LostError
+}
+
+// Released: the lease was released at the store with a compare-and-swap.
+type Released struct {
+	Subject
+	Token lease.Token
+}
+
+// NotReleased: a leadership term ended without releasing the lease: its
+// validity had ended, the workload did not stop, or the store refused or
+// failed. The lease expires at the store.
+type NotReleased struct {
+	Subject
+	Token lease.Token
+	Err   error
+}
+
+// WorkloadStopTimeout: the workload did not stop within Timeout after its
+// context was cancelled. The lease is neither renewed nor released for it.
+type WorkloadStopTimeout struct {
+	Subject
+	Token   lease.Token
+	Timeout time.Duration
+}
+
+// WorkloadExited: the workload returned (or its actor stopped) by itself
+// while the lease was held. Err is what it returned, or nil.
+type WorkloadExited struct {
+	Subject
+	Token lease.Token
+	Err   error
+}
+
+// Restarting: a term ended by poison or workload exit; the supervisor waits
+// Delay before standing by again. Attempt counts terms ended in a row
+// without a stable period.
+type Restarting struct {
+	Subject
+	Attempt int
+	Delay   time.Duration
+	Cause   error
+}
+
+// Escalated: more restarts within the RestartPolicy's period than it
+// allows; the supervisor hands the failure to its parent (Run returns it).
+type Escalated struct {
+	Subject
+	Restarts int
+	Err      error
+}
+
+func (Acquired) isEvent()            {}
+func (Standby) isEvent()             {}
+func (Renewed) isEvent()             {}
+func (RenewalFailed) isEvent()       {}
+func (Poisoned) isEvent()            {}
+func (Released) isEvent()            {}
+func (NotReleased) isEvent()         {}
+func (WorkloadStopTimeout) isEvent() {}
+func (WorkloadExited) isEvent()      {}
+func (Restarting) isEvent()          {}
+func (Escalated) isEvent()           {}

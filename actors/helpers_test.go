@@ -1,0 +1,116 @@
+package actors
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/internal/actorsys"
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/lease/leasetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder keeps the events a hook saw, with the virtual time of each.
+type recorder struct {
+	mu  sync.Mutex
+	evs []Event
+	at  []time.Time
+}
+
+func (r *recorder) hook(ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, ev)
+	r.at = append(r.at, time.Now())
+}
+
+func (r *recorder) events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.evs...)
+}
+
+// all returns the events of type T, and when each was seen.
+func all[T Event](r *recorder) ([]T, []time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []T
+	var at []time.Time
+	for i, ev := range r.evs {
+		if e, ok := ev.(T); ok {
+			out = append(out, e)
+			at = append(at, r.at[i])
+		}
+	}
+	return out, at
+}
+
+func count[T Event](r *recorder) int {
+	evs, _ := all[T](r)
+	return len(evs)
+}
+
+// watchdogRig runs one Watchdog under a parent actor that forwards Poison
+// messages to a channel. It must be made inside a synctest bubble.
+type watchdogRig struct {
+	sys    *actorsys.System
+	mem    *leasetest.MemStore
+	faults *leasetest.FaultStore
+	hold   *Hold
+	rec    *recorder
+	parent *actor.PID
+	dog    *actor.PID
+	poison chan Poison
+	cfg    lease.Config
+}
+
+func newWatchdogRig(t *testing.T, cfg lease.Config) *watchdogRig {
+	t.Helper()
+	if cfg.LeaseID == "" {
+		cfg.LeaseID = "test.watchdog"
+	}
+	if cfg.OwnerID == "" {
+		cfg.OwnerID = "owner-a"
+	}
+	r := &watchdogRig{
+		sys: actorsys.New(nil), mem: leasetest.NewMemStore(), rec: &recorder{},
+		poison: make(chan Poison, 4), cfg: cfg,
+	}
+	r.faults = leasetest.NewFaultStore(r.mem)
+	sent := time.Now()
+	a, err := r.mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.EffectiveTTL()})
+	require.NoError(t, err)
+	require.True(t, a.Acquired)
+	r.hold, err = NewHold(cfg, a.Lease, sent)
+	require.NoError(t, err)
+	dogs := make(chan *actor.PID, 1)
+	r.parent = r.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			dogs <- c.Spawn(WatchdogProps(r.faults, r.hold, cfg, nil, r.rec.hook))
+		case Poison:
+			r.poison <- m
+		}
+	}))
+	r.dog = <-dogs
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *watchdogRig) close() {
+	_ = r.sys.Root.StopFuture(r.parent).Wait()
+	r.sys.Shutdown()
+	_ = r.mem.Close()
+}
+
+// held reports whether the store still has the rig's lease.
+func (r *watchdogRig) held() bool {
+	owner, _, ok := r.mem.Holder(r.cfg.LeaseID)
+	return ok && owner == r.cfg.OwnerID
+}

@@ -1,0 +1,230 @@
+package actors
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// Hold is the shared state of one held lease: the LeaseSupervisor (or a
+// lock's Guard) reads it, and the lease's Watchdog updates it after every
+// renewal. It is safe for concurrent use.
+//
+// A Hold starts held. It ends exactly once, either poisoned by the Watchdog
+// (the cause is a *LostError, which matches lease.ErrLost) or released on
+// purpose (ErrReleased); from that moment Token fails, Lost is closed and
+// Context is cancelled with the cause. Independently of that, Token fails
+// with ErrExpired once ValidUntil has passed without a renewal.
+//
+// Validity is judged on this process's monotonic clock: ValidUntil is the
+// send time of the last successful acquire or renew, plus the TTL of that
+// write, minus the Config's SafetyMargin (lease.Config.ValidUntil).
+type Hold struct {
+	cfg    lease.Config // margins and intervals; TTL comes from the lease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu         sync.Mutex
+	lease      lease.Lease   // the last successful write
+	ttl        time.Duration // the TTL the next renewal writes
+	sent       time.Time     // send time of the last successful write
+	validUntil time.Time
+	deadline   time.Time // renew deadline: validUntil - StopTimeout
+	err        error     // nil while held
+}
+
+// NewHold returns the Hold of a lease just acquired (or renewed) with a
+// request sent at sent, a time taken from time.Now before the request went
+// out. cfg supplies the SafetyMargin, StopTimeout and RenewInterval; its
+// LeaseID, OwnerID and TTL are taken from l. It returns an error matching
+// lease.ErrInvalid when l or the margins do not fit together.
+func NewHold(cfg lease.Config, l lease.Lease, sent time.Time) (*Hold, error) {
+	if err := lease.ValidateLease(l); err != nil {
+		return nil, err
+	}
+	cfg.LeaseID, cfg.OwnerID, cfg.TTL = l.ID, l.OwnerID, l.TTL
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Hold{cfg: cfg, lease: l, ttl: l.TTL}
+	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	h.setWrite(l, sent)
+	return h, nil
+}
+
+// setWrite records a successful write sent at sent. h.mu must be held (or h
+// not yet shared).
+func (h *Hold) setWrite(l lease.Lease, sent time.Time) {
+	c := h.cfg
+	c.TTL = l.TTL
+	h.lease, h.sent = l, sent
+	h.validUntil, h.deadline = c.ValidUntil(sent), c.RenewDeadline(sent)
+}
+
+// Token returns the fencing token while the lease is held and valid. It
+// fails with the Hold's cause once poisoned or released, and with
+// ErrExpired once ValidUntil has passed.
+func (h *Hold) Token() (lease.Token, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return 0, h.err
+	}
+	if !time.Now().Before(h.validUntil) {
+		return 0, ErrExpired
+	}
+	return h.lease.Token, nil
+}
+
+// Lease returns the lease as last written: its Revision changes on every
+// renewal, its Token never. Pass it to Store.Release.
+func (h *Hold) Lease() lease.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease
+}
+
+// TTL returns the TTL the next renewal writes (changed by Extend).
+func (h *Hold) TTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ttl
+}
+
+// ValidUntil returns until when the owner may act, on the monotonic clock.
+func (h *Hold) ValidUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.validUntil
+}
+
+// RenewDeadline returns when the Watchdog gives up renewing:
+// ValidUntil - StopTimeout.
+func (h *Hold) RenewDeadline() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline
+}
+
+// Remaining returns how long the lease stays valid, or 0 once it has
+// ended or expired.
+func (h *Hold) Remaining() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return 0
+	}
+	return max(time.Until(h.validUntil), 0)
+}
+
+// Lost returns a channel closed when the Hold ends (poisoned or released).
+func (h *Hold) Lost() <-chan struct{} { return h.ctx.Done() }
+
+// Context returns a context cancelled when the Hold ends, with the Hold's
+// cause (context.Cause): a *LostError matching lease.ErrLost when poisoned,
+// ErrReleased when released. It is the lifetime context of the Hold.
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Err returns nil while the Hold is held, and its cause once it has ended.
+// It does not report expiry; Token does.
+func (h *Hold) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Poison ends the Hold with a *LostError of the given reason and store
+// error, and reports whether this call ended it (false if it had already
+// ended). Watchdogs call it; a lock may call it when its own store call
+// learns that the lease is lost.
+func (h *Hold) Poison(reason PoisonReason, err error) bool {
+	return h.end(&LostError{Reason: reason, Err: err})
+}
+
+// MarkReleased ends the Hold with ErrReleased, before the lease is released
+// at the store, so that no token is handed out and no renewal is started
+// from then on. It reports whether this call ended the Hold.
+func (h *Hold) MarkReleased() bool { return h.end(ErrReleased) }
+
+func (h *Hold) end(cause error) bool {
+	h.mu.Lock()
+	if h.err != nil {
+		h.mu.Unlock()
+		return false
+	}
+	h.err = cause
+	h.mu.Unlock()
+	h.cancel(cause)
+	return true
+}
+
+// renewArgs returns what the next renewal sends: the lease with the current
+// TTL, the renew deadline, the send time of the last write, and the Hold's
+// cause if it has ended.
+func (h *Hold) renewArgs() (l lease.Lease, deadline, sent time.Time, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l = h.lease
+	l.TTL = h.ttl
+	return l, h.deadline, h.sent, h.err
+}
+
+// renewed records a successful renewal sent at sent. The lease (and its
+// revision) is updated even after the Hold ended, so that a release after
+// a late renewal still compares and swaps the right revision.
+func (h *Hold) renewed(l lease.Lease, sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.setWrite(l, sent)
+}
+
+// setTTL changes the TTL of the next renewals.
+func (h *Hold) setTTL(ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ttl = ttl
+}
+
+// validateTTL reports whether ttl fits the Hold's margins and intervals.
+func (h *Hold) validateTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return &lease.FieldError{Field: "TTL", Reason: "must be positive, got " + ttl.String()}
+	}
+	c := h.cfg
+	c.TTL = ttl
+	return c.Validate()
+}
+
+// renewInterval is the configured (normalised) renew interval for ttl.
+func (h *Hold) renewInterval(ttl time.Duration) time.Duration {
+	c := h.cfg
+	c.TTL = ttl
+	return c.EffectiveRenewInterval()
+}
+
+// ReleaseHold ends h (MarkReleased) and releases its lease at store with a
+// compare-and-swap on the last revision, so that a newer owner's key is
+// never deleted. Stop h's Watchdog first, so that no renewal moves the
+// revision meanwhile.
+//
+// It never releases after the validity has ended: it returns ErrExpired
+// then, and the call itself is bounded by ValidUntil. A poisoned Hold is not
+// released either; its cause is returned. lease.ErrLost from the store means
+// there was nothing of ours left to release.
+func ReleaseHold(ctx context.Context, store lease.Store, h *Hold) error {
+	h.MarkReleased()
+	h.mu.Lock()
+	l, validUntil, cause := h.lease, h.validUntil, h.err
+	h.mu.Unlock()
+	if cause != ErrReleased {
+		return cause
+	}
+	if !time.Now().Before(validUntil) {
+		return ErrExpired
+	}
+	ctx, cancel := context.WithDeadline(ctx, validUntil)
+	defer cancel()
+	return store.Release(ctx, l)
+}

@@ -1,0 +1,82 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// Message is a message that the lease actors send or accept. The set is
+// sealed: only this package defines Messages.
+type Message interface{ isMessage() }
+
+// Poison is sent by a Watchdog to its parent when it gives up its lease:
+// at once when the store says the lease is lost (or gives an answer that
+// retrying cannot fix), and otherwise when renewals have failed until the
+// renew deadline. The Hold is poisoned before Poison is sent, so token
+// reads already fail when it arrives.
+type Poison struct {
+	LeaseID string
+	Token   lease.Token
+	Reason  PoisonReason
+	Err     error // the Hold's cause: a *LostError matching lease.ErrLost
+}
+
+// Extend asks a Watchdog to renew at once with TTL, and with TTL from then
+// on (a lock's Extend). The answer is an ExtendResult, sent to Reply when
+// it is not nil (it must be buffered: the watchdog never blocks on it),
+// and otherwise to the sender of a Request. Use RequestExtend.
+type Extend struct {
+	TTL   time.Duration
+	Reply chan<- ExtendResult
+}
+
+// ExtendResult answers Extend. When Err is nil the lease was renewed with
+// the new TTL and is valid until ValidUntil. When Err matches
+// lease.ErrInvalid the TTL was refused and nothing changed; any other
+// error means the renewal with the new TTL has not succeeded yet: the
+// Watchdog keeps the new TTL and goes on retrying (or has poisoned the
+// Hold, when Err matches lease.ErrLost).
+type ExtendResult struct {
+	Lease      lease.Lease
+	ValidUntil time.Time
+	Err        error
+}
+
+// Granted is sent to a workload actor given as Props, right after its
+// Started message: the token of the lease and the context of its term,
+// cancelled with cause lease.ErrLost (a *LostError) when the lease is
+// poisoned and with ErrShutdown when the supervisor shuts down. Read the
+// token again through Hold.Token before each fenced write: it fails as soon
+// as the lease is lost.
+type Granted struct {
+	Token   lease.Token
+	Context context.Context
+	Hold    *Hold
+}
+
+func (Poison) isMessage()       {}
+func (Extend) isMessage()       {}
+func (ExtendResult) isMessage() {}
+func (Granted) isMessage()      {}
+
+// RequestExtend asks the Watchdog at pid to renew at once with ttl, and
+// with ttl from then on, and waits for its answer until ctx is done. The
+// returned error is ExtendResult.Err, or ctx's error.
+func RequestExtend(ctx context.Context, sender actor.SenderContext, pid *actor.PID, ttl time.Duration) (ExtendResult, error) {
+	if pid == nil {
+		return ExtendResult{}, fmt.Errorf("%w: no watchdog", lease.ErrInvalid)
+	}
+	reply := make(chan ExtendResult, 1)
+	sender.Send(pid, Extend{TTL: ttl, Reply: reply})
+	select {
+	case r := <-reply:
+		return r, r.Err
+	case <-ctx.Done():
+		return ExtendResult{}, context.Cause(ctx)
+	}
+}
