@@ -1,0 +1,343 @@
+package check_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/chaos/check"
+	"github.com/asterforge/aster/chaos/record"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	ms     = int64(time.Millisecond)
+	ttl    = time.Second
+	margin = 100 * ms
+	lease  = "chaos.l"
+)
+
+// hist builds histories of one lease in milliseconds of reference time.
+type hist struct{ record.History }
+
+func (h *hist) acquire(proc, owner string, call, ret int64, token uint64) {
+	h.Ops = append(h.Ops, record.Op{Proc: proc, Lease: lease, Owner: owner, Type: record.OpAcquire, TTL: ttl,
+		Call: call * ms, Return: ret * ms, Result: record.ResultOK, OutToken: token, OutRev: token,
+		ValidUntil: call*ms + int64(ttl) - margin})
+}
+
+func (h *hist) standby(proc, owner string, call, ret int64, holder string) {
+	h.Ops = append(h.Ops, record.Op{Proc: proc, Lease: lease, Owner: owner, Type: record.OpAcquire, TTL: ttl,
+		Call: call * ms, Return: ret * ms, Result: record.ResultStandby, OutOwner: holder})
+}
+
+func (h *hist) renew(proc, owner string, call, ret int64, token, rev, out uint64, res record.Result) {
+	op := record.Op{Proc: proc, Lease: lease, Owner: owner, Type: record.OpRenew, TTL: ttl, Token: token, Rev: rev,
+		Call: call * ms, Return: ret * ms, Result: res}
+	if res == record.ResultOK {
+		op.OutRev, op.ValidUntil = out, call*ms+int64(ttl)-margin
+	}
+	h.Ops = append(h.Ops, op)
+}
+
+func (h *hist) release(proc, owner string, call, ret int64, token, rev uint64, res record.Result) {
+	h.Ops = append(h.Ops, record.Op{Proc: proc, Lease: lease, Owner: owner, Type: record.OpRelease, Token: token,
+		Rev: rev, Call: call * ms, Return: ret * ms, Result: res})
+}
+
+func (h *hist) tamper(typ record.OpType, call, ret int64) {
+	h.Ops = append(h.Ops, record.Op{Proc: "operator", Lease: lease, Type: typ, Call: call * ms, Return: ret * ms,
+		Result: record.ResultOK})
+	h.Marks = append(h.Marks, record.Mark{Kind: record.MarkTamper, Lease: lease, At: call * ms})
+}
+
+func (h *hist) work(proc, owner string, token uint64, start, stop int64) {
+	if stop != record.Never {
+		stop *= ms
+	}
+	h.Workloads = append(h.Workloads, record.Workload{Proc: proc, Lease: lease, Owner: owner, Token: token,
+		Start: start * ms, Stop: stop})
+}
+
+func (h *hist) write(proc, owner string, token uint64, at int64, accepted bool) {
+	var highest uint64
+	for _, w := range h.Writes {
+		if w.Accepted {
+			highest = max(highest, w.Token)
+		}
+	}
+	h.Writes = append(h.Writes, record.Write{Seq: uint64(len(h.Writes) + 1), Lease: lease, Proc: proc, Owner: owner,
+		Token: token, Sent: at*ms - ms/10, At: at * ms, Accepted: accepted, Highest: highest})
+}
+
+func (h *hist) mark(kind record.MarkKind, proc string, at int64) {
+	h.Marks = append(h.Marks, record.Mark{Kind: kind, Proc: proc, At: at * ms})
+}
+
+// graceful is a clean history: A holds, renews, stops its workload and
+// releases; B, standing by, takes over with a larger token.
+func graceful() *hist {
+	h := &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.work("pa", "A", 5, 2, 500)
+	h.standby("pb", "B", 3, 4, "A")
+	h.write("pa", "A", 5, 10, true)
+	h.renew("pa", "A", 250, 251, 5, 5, 7, record.ResultOK)
+	h.write("pa", "A", 5, 400, true)
+	h.release("pa", "A", 501, 502, 5, 7, record.ResultOK)
+	h.acquire("pb", "B", 502, 503, 9)
+	h.work("pb", "B", 9, 504, record.Never)
+	h.write("pb", "B", 9, 505, true)
+	h.write("pa", "A", 5, 506, false) // a late write, rightly rejected
+	return h
+}
+
+func kinds(r check.Result) []string {
+	var ks []string
+	for _, v := range r.Violations {
+		ks = append(ks, v.Kind)
+	}
+	return ks
+}
+
+func TestCleanHistoryPasses(t *testing.T) {
+	h := graceful()
+	r := check.Check(h.History)
+	assert.Empty(t, r.Violations)
+	require.Len(t, r.Tenures, 2)
+	assert.Equal(t, 250*ms+int64(ttl)-margin, r.Tenures[0].ValidUntil, "a renewal extends the claim")
+	assert.Equal(t, 501*ms, r.Tenures[0].End(), "a release ends the claim")
+	require.Len(t, r.Handovers, 1)
+	assert.Equal(t, "release", r.Handovers[0].Cause)
+	assert.Equal(t, 3*time.Millisecond, r.Handovers[0].Latency, "release call to the new workload's start")
+
+	res, _ := check.Linearizable(h.Ops, 10*time.Second)
+	assert.Equal(t, porcupine.Ok, res)
+}
+
+func TestOverlapIsFlagged(t *testing.T) {
+	h := &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.renew("pa", "A", 250, 251, 5, 5, 7, record.ResultOK)
+	// B is handed the lease while A's claim runs until 1150 ms.
+	h.acquire("pb", "B", 600, 601, 9)
+	r := check.Check(h.History)
+	assert.Equal(t, []string{check.Overlap}, kinds(r))
+
+	res, _ := check.Linearizable(h.Ops, 10*time.Second)
+	assert.Equal(t, porcupine.Illegal, res, "no store may hand out a held, unexpired key")
+}
+
+func TestOverlapAfterTamperingIsExcused(t *testing.T) {
+	h := &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.tamper(record.OpDelete, 100, 101)
+	h.acquire("pb", "B", 102, 103, 7)
+	h.write("pb", "B", 7, 104, true)
+	h.write("pa", "A", 5, 105, false)
+	h.renew("pa", "A", 250, 251, 5, 5, 0, record.ResultLost)
+	r := check.Check(h.History)
+	assert.Empty(t, r.Violations)
+	assert.Equal(t, 1, r.Excused)
+	require.Len(t, r.Handovers, 1)
+	assert.Equal(t, string(record.MarkTamper), r.Handovers[0].Cause)
+
+	res, _ := check.Linearizable(h.Ops, 10*time.Second)
+	assert.Equal(t, porcupine.Ok, res)
+}
+
+func TestTokenChecks(t *testing.T) {
+	t.Run("reused", func(t *testing.T) {
+		h := &hist{}
+		h.acquire("pa", "A", 0, 1, 5)
+		h.release("pa", "A", 10, 11, 5, 5, record.ResultOK)
+		h.acquire("pb", "B", 20, 21, 5)
+		assert.Equal(t, []string{check.TokenReused}, kinds(check.Check(h.History)))
+		res, _ := check.Linearizable(h.Ops, 10*time.Second)
+		assert.Equal(t, porcupine.Illegal, res, "a new acquisition must get a new revision")
+	})
+	t.Run("decreasing", func(t *testing.T) {
+		h := &hist{}
+		h.acquire("pa", "A", 0, 1, 5)
+		h.release("pa", "A", 10, 11, 5, 5, record.ResultOK)
+		h.acquire("pb", "B", 20, 21, 3)
+		assert.Equal(t, []string{check.TokenOrder}, kinds(check.Check(h.History)))
+		res, _ := check.Linearizable(h.Ops, 10*time.Second)
+		assert.Equal(t, porcupine.Illegal, res)
+	})
+}
+
+func TestWriteChecks(t *testing.T) {
+	t.Run("stale token accepted", func(t *testing.T) {
+		h := graceful()
+		h.write("pa", "A", 5, 507, true)
+		assert.Equal(t, []string{check.StaleWrite, check.WriteOutside}, kinds(check.Check(h.History)))
+	})
+	t.Run("accepted outside validity", func(t *testing.T) {
+		h := &hist{}
+		h.acquire("pa", "A", 0, 1, 5)
+		h.work("pa", "A", 5, 2, record.Never)
+		h.write("pa", "A", 5, 950, true) // claim ends at 900
+		assert.Equal(t, []string{check.WriteOutside}, kinds(check.Check(h.History)))
+	})
+	t.Run("after the release call", func(t *testing.T) {
+		h := graceful()
+		h.Writes = h.Writes[:2]
+		h.write("pa", "A", 5, 501, true)
+		assert.Empty(t, check.Check(h.History).Violations, "a write at the instant of the release call is inside")
+		h.write("pa", "A", 5, 502, true)
+		assert.Equal(t, []string{check.WriteOutside}, kinds(check.Check(h.History)))
+	})
+	t.Run("from no tenure", func(t *testing.T) {
+		h := graceful()
+		h.write("pc", "C", 99, 600, true)
+		assert.Equal(t, []string{check.OrphanWrite}, kinds(check.Check(h.History)))
+	})
+	t.Run("rejected writes are fine", func(t *testing.T) {
+		h := graceful()
+		h.write("pc", "C", 1, 600, false)
+		assert.Empty(t, check.Check(h.History).Violations)
+	})
+}
+
+func TestWorkloadChecks(t *testing.T) {
+	outlived := func() *hist {
+		h := &hist{}
+		h.acquire("pa", "A", 0, 1, 5)
+		h.work("pa", "A", 5, 2, 1200) // validity ends at 900
+		return h
+	}
+	assert.Equal(t, []string{check.WorkOutlived}, kinds(check.Check(outlived().History)))
+
+	h := outlived()
+	h.mark(record.MarkStop, "pa", 300)
+	h.mark(record.MarkCont, "pa", 1190)
+	r := check.Check(h.History)
+	assert.Empty(t, r.Violations, "a paused process cannot stop its workload")
+	assert.Equal(t, 1, r.LateStops)
+
+	h = &hist{}
+	h.acquire("pa", "A", 10, 11, 5)
+	h.work("pa", "A", 5, 9, 20)
+	assert.Equal(t, []string{check.WorkOutside}, kinds(check.Check(h.History)))
+}
+
+func TestKillEndsTheClaimAndTimesTheTakeover(t *testing.T) {
+	h := &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.work("pa", "A", 5, 2, record.Never)
+	h.renew("pa", "A", 250, 251, 5, 5, 7, record.ResultOK)
+	h.mark(record.MarkKill, "pa", 300)
+	h.Ops = append(h.Ops, record.Op{Proc: "pa", Lease: lease, Owner: "A", Type: record.OpRenew, TTL: ttl,
+		Token: 5, Rev: 7, Call: 299 * ms, Return: record.Never, Result: record.ResultUnknown})
+	h.standby("pb", "B", 1000, 1001, "A")
+	h.acquire("pb", "B", 1300, 1301, 11)
+	h.work("pb", "B", 11, 1302, record.Never)
+
+	r := check.Check(h.History)
+	assert.Empty(t, r.Violations)
+	assert.Equal(t, 300*ms, r.Tenures[0].End())
+	require.Len(t, r.Handovers, 1)
+	assert.Equal(t, string(record.MarkKill), r.Handovers[0].Cause)
+	assert.Equal(t, 1002*time.Millisecond, r.Handovers[0].Latency)
+
+	res, _ := check.Linearizable(h.Ops, 10*time.Second)
+	assert.Equal(t, porcupine.Ok, res, "the pending renewal may have landed; expiry after it explains B")
+}
+
+func TestLinearizableModel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  func(h *hist)
+		want porcupine.CheckResult
+	}{
+		{"standby names the owner", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.standby("pb", "B", 2, 3, "A")
+		}, porcupine.Ok},
+		{"standby on a free key", func(h *hist) {
+			h.standby("pb", "B", 2, 3, "A")
+		}, porcupine.Illegal},
+		{"standby names the wrong owner", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.standby("pb", "B", 2, 3, "C")
+		}, porcupine.Illegal},
+		{"renew at a stale revision succeeds", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.renew("pa", "A", 10, 11, 5, 5, 6, record.ResultOK)
+			h.renew("pa", "A", 20, 21, 5, 5, 7, record.ResultOK)
+		}, porcupine.Illegal},
+		{"renew of a held lease reported lost", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.renew("pa", "A", 10, 11, 5, 5, 0, record.ResultLost)
+		}, porcupine.Illegal},
+		{"renew lost after expiry", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.renew("pa", "A", 1000, 1001, 5, 5, 0, record.ResultLost)
+		}, porcupine.Ok},
+		{"takeover only after expiry", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.acquire("pb", "B", 999, 1000, 7)
+		}, porcupine.Ok},
+		{"takeover before expiry", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.acquire("pb", "B", 990, 998, 7)
+		}, porcupine.Illegal},
+		{"a renewal of unknown outcome may have landed", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.renew("pa", "A", 500, 2000, 5, 5, 0, record.ResultUnknown)
+			h.standby("pb", "B", 1200, 1201, "A")
+		}, porcupine.Ok},
+		{"concurrent acquires, one winner", func(h *hist) {
+			h.acquire("pa", "A", 0, 10, 5)
+			h.standby("pb", "B", 0, 10, "A")
+			h.standby("pc", "C", 1, 9, "A")
+		}, porcupine.Ok},
+		{"concurrent acquires, two winners", func(h *hist) {
+			h.acquire("pa", "A", 0, 10, 5)
+			h.acquire("pb", "B", 0, 10, 6)
+		}, porcupine.Illegal},
+		{"garbage blocks acquisition", func(h *hist) {
+			h.tamper(record.OpGarbage, 0, 1)
+			h.acquire("pa", "A", 2000, 2001, 5)
+		}, porcupine.Illegal},
+		{"garbage is reported corrupt", func(h *hist) {
+			h.tamper(record.OpGarbage, 0, 1)
+			h.Ops = append(h.Ops, record.Op{Proc: "pa", Lease: lease, Owner: "A", Type: record.OpAcquire, TTL: ttl,
+				Call: 2 * ms, Return: 3 * ms, Result: record.ResultCorrupt})
+			h.tamper(record.OpDelete, 4, 5)
+			h.acquire("pa", "A", 6, 7, 9)
+		}, porcupine.Ok},
+		{"release then reacquire by another", func(h *hist) {
+			h.acquire("pa", "A", 0, 1, 5)
+			h.release("pa", "A", 2, 3, 5, 5, record.ResultOK)
+			h.acquire("pb", "B", 4, 5, 7)
+		}, porcupine.Ok},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &hist{}
+			tc.ops(h)
+			res, _ := check.Linearizable(h.Ops, 10*time.Second)
+			assert.Equal(t, tc.want, res)
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	assert.Equal(t, 50*time.Millisecond, check.Percentile(ds, 0.5))
+	assert.Equal(t, 99*time.Millisecond, check.Percentile(ds, 0.99))
+	assert.Equal(t, 100*time.Millisecond, check.Percentile(ds, 1))
+	assert.Equal(t, time.Millisecond, check.Percentile(ds, 0))
+	assert.Zero(t, check.Percentile(nil, 0.5))
+	s := check.Summarize(ds[:1])
+	assert.Equal(t, check.Summary{N: 1, P50: time.Millisecond, P99: time.Millisecond, Max: time.Millisecond}, s)
+}

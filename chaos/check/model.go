@@ -1,0 +1,212 @@
+package check
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/asterforge/aster/chaos/record"
+)
+
+// keyState is the model's view of one lease key.
+type keyState struct {
+	Held, Corrupt bool
+	Owner         string
+	Token, Rev    uint64 // 0 when a write of unknown outcome may have changed them
+	// MaxRev is a lower bound of the highest revision the store has used:
+	// every new acquisition's token must exceed it.
+	MaxRev uint64
+	// ExpireAt is the earliest reference time at which a held key may have
+	// expired: the call of its last write plus its TTL.
+	ExpireAt int64
+}
+
+func (s keyState) free() bool { return !s.Held && !s.Corrupt }
+
+// holds reports whether op's lease (owner, token, revision) may be the
+// current value of the key.
+func (s keyState) holds(op record.Op) bool {
+	return s.Held && s.Owner == op.Owner &&
+		(s.Rev == 0 || s.Rev == op.Rev) && (s.Token == 0 || s.Token == op.Token)
+}
+
+// exactly reports whether op's lease is certainly the current value.
+func (s keyState) exactly(op record.Op) bool {
+	return s.Held && s.Owner == op.Owner && s.Rev == op.Rev && s.Token == op.Token
+}
+
+func (s keyState) written(owner string, token, rev uint64, op record.Op) keyState {
+	return keyState{Held: true, Owner: owner, Token: token, Rev: rev,
+		MaxRev: max(s.MaxRev, rev, token), ExpireAt: op.Call + int64(op.TTL)}
+}
+
+// Model is a porcupine model of the store operations on one lease key,
+// partitioned by lease. Operations are record.Op values passed as input;
+// the output is ignored (the Op carries its own result).
+var Model = porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		idx := map[string]int{}
+		var parts [][]porcupine.Operation
+		for _, o := range history {
+			l := o.Input.(record.Op).Lease
+			i, ok := idx[l]
+			if !ok {
+				i = len(parts)
+				idx[l] = i
+				parts = append(parts, nil)
+			}
+			parts[i] = append(parts[i], o)
+		}
+		return parts
+	},
+	Init: func() []any { return []any{keyState{}} },
+	Step: func(state, input, _ any) []any {
+		s, op := state.(keyState), input.(record.Op)
+		pre := []keyState{s}
+		if s.Held && op.Return >= s.ExpireAt {
+			// The server may have expired the key before this operation.
+			pre = append(pre, keyState{MaxRev: s.MaxRev})
+		}
+		var next []any
+		for _, p := range pre {
+			for _, n := range step(p, op) {
+				next = append(next, n)
+			}
+		}
+		return next
+	},
+	DescribeOperation: func(input, _ any) string {
+		op := input.(record.Op)
+		return fmt.Sprintf("%s %s(%s tok %d rev %d) -> %s tok %d rev %d %s",
+			op.Proc, op.Type, short(op.Owner), op.Token, op.Rev, op.Result, op.OutToken, op.OutRev, short(op.OutOwner))
+	},
+	DescribeState: func(state any) string {
+		s := state.(keyState)
+		switch {
+		case s.Corrupt:
+			return fmt.Sprintf("corrupt (max rev %d)", s.MaxRev)
+		case s.Held:
+			return fmt.Sprintf("held by %s tok %d rev %d (max rev %d)", short(s.Owner), s.Token, s.Rev, s.MaxRev)
+		}
+		return fmt.Sprintf("free (max rev %d)", s.MaxRev)
+	},
+}
+
+// step returns the states the key can be in after op, from s.
+func step(s keyState, op record.Op) []keyState {
+	if op.Result == record.ResultInvalid {
+		return []keyState{s} // rejected before reaching the store
+	}
+	switch op.Type {
+	case record.OpAcquire:
+		mine := s.Held && s.Owner == op.Owner
+		switch op.Result {
+		case record.ResultOK:
+			switch {
+			case !s.free() && !mine:
+			case op.OutToken > s.MaxRev && op.OutRev >= op.OutToken:
+				return []keyState{s.written(op.Owner, op.OutToken, op.OutRev, op)}
+			case mine && op.OutToken == s.Token && op.OutRev >= s.Rev:
+				// A replay: the store proved the key was already ours.
+				n := s.written(op.Owner, op.OutToken, op.OutRev, op)
+				if op.OutRev == s.Rev {
+					n.ExpireAt = s.ExpireAt
+				}
+				return []keyState{n}
+			}
+			return nil
+		case record.ResultStandby:
+			if s.Corrupt || (s.Held && (op.OutOwner == s.Owner || op.OutOwner == "")) {
+				return []keyState{s}
+			}
+			return nil
+		case record.ResultCorrupt:
+			return ifState(s.Corrupt, s)
+		case record.ResultUnknown:
+			if s.free() || mine {
+				n := s.written(op.Owner, 0, 0, op)
+				n.MaxRev = s.MaxRev + 1
+				return []keyState{s, n}
+			}
+			return []keyState{s}
+		}
+		return nil
+	case record.OpRenew, record.OpRelease:
+		switch op.Result {
+		case record.ResultOK:
+			if !s.holds(op) {
+				return nil
+			}
+			if op.Type == record.OpRelease {
+				return []keyState{{MaxRev: s.MaxRev + 1}}
+			}
+			if op.OutRev <= s.MaxRev {
+				return nil
+			}
+			return []keyState{s.written(op.Owner, op.Token, op.OutRev, op)}
+		case record.ResultLost:
+			return ifState(!s.exactly(op), s)
+		case record.ResultCorrupt:
+			return ifState(s.Corrupt, s)
+		case record.ResultUnknown:
+			if !s.holds(op) {
+				return []keyState{s}
+			}
+			if op.Type == record.OpRelease {
+				return []keyState{s, {MaxRev: s.MaxRev + 1}}
+			}
+			n := s.written(op.Owner, op.Token, 0, op)
+			n.MaxRev = s.MaxRev + 1
+			return []keyState{s, n}
+		}
+		return nil
+	case record.OpDelete, record.OpPurge, record.OpGarbage:
+		after := keyState{MaxRev: s.MaxRev}
+		if !s.free() {
+			after.MaxRev++ // the marker or value takes a revision
+		}
+		if op.Type == record.OpGarbage {
+			after = keyState{Corrupt: true, MaxRev: s.MaxRev + 1}
+		}
+		switch op.Result {
+		case record.ResultOK:
+			return []keyState{after}
+		case record.ResultUnknown:
+			return []keyState{s, after}
+		}
+		return []keyState{s}
+	}
+	return nil
+}
+
+func ifState(ok bool, s keyState) []keyState {
+	if ok {
+		return []keyState{s}
+	}
+	return nil
+}
+
+func short(owner string) string {
+	if len(owner) > 14 {
+		return owner[len(owner)-6:]
+	}
+	return owner
+}
+
+// Linearizable checks ops against Model within timeout. It returns
+// porcupine.Ok, porcupine.Illegal, or porcupine.Unknown when the timeout
+// ran out first, and the information porcupine.Visualize draws.
+func Linearizable(ops []record.Op, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
+	history := make([]porcupine.Operation, len(ops))
+	clients := map[string]int{}
+	for i, op := range ops {
+		c, ok := clients[op.Proc]
+		if !ok {
+			c = len(clients)
+			clients[op.Proc] = c
+		}
+		history[i] = porcupine.Operation{ClientId: c, Input: op, Call: op.Call, Return: op.Return}
+	}
+	return porcupine.CheckOperationsVerbose(Model.ToModel(), history, timeout)
+}
