@@ -1,0 +1,153 @@
+// Package resource is the fenced resource of the chaos suite: a lease.Fence
+// per lease, served over HTTP on loopback by the test process, that records
+// every write offered to it, accepted or rejected, with its token, holder
+// and times.
+//
+// It lives in the test process, not beside nats-server, so that it outlives
+// every fault the suite injects into the store and the holders.
+package resource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asterforge/aster/chaos/record"
+	"github.com/asterforge/aster/lease"
+)
+
+// Server is a fenced resource served over HTTP.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+
+	mu     sync.Mutex
+	fences map[string]*lease.Fence
+	writes []record.Write
+}
+
+// Start serves a new resource on 127.0.0.1, on a port the kernel picks.
+func Start() (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{ln: ln, done: make(chan struct{}), fences: map[string]*lease.Fence{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /write", s.handleWrite)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s, nil
+}
+
+// URL is the base URL holders pass to NewClient.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Write offers a write to the resource, as a holder's HTTP request does.
+func (s *Server) Write(w record.Write) record.Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fences[w.Lease]
+	if f == nil {
+		f = &lease.Fence{}
+		s.fences[w.Lease] = f
+	}
+	w.Highest = uint64(f.Stats().Highest)
+	w.Accepted = f.Admit(lease.Token(w.Token)) == nil
+	w.At = record.Now()
+	w.Seq = uint64(len(s.writes) + 1)
+	s.writes = append(s.writes, w)
+	return w
+}
+
+// Writes returns every write offered so far, in the order decided.
+func (s *Server) Writes() []record.Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]record.Write(nil), s.writes...)
+}
+
+// Close stops serving and waits for the server's goroutine. Writes stays
+// readable.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.srv.Close())
+	}
+	<-s.done
+	return err
+}
+
+func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	token, err1 := strconv.ParseUint(q.Get("token"), 10, 64)
+	sent, err2 := strconv.ParseInt(q.Get("sent"), 10, 64)
+	if err := errors.Join(err1, err2); err != nil || q.Get("lease") == "" {
+		http.Error(rw, fmt.Sprintf("bad write: %v", err), http.StatusBadRequest)
+		return
+	}
+	w := s.Write(record.Write{Lease: q.Get("lease"), Proc: q.Get("proc"), Owner: q.Get("owner"), Token: token, Sent: sent})
+	if !w.Accepted {
+		http.Error(rw, fmt.Sprintf("stale token %d < %d", w.Token, w.Highest), http.StatusConflict)
+		return
+	}
+	_, _ = io.WriteString(rw, "accepted\n")
+}
+
+// ErrStale is returned by Client.Write when the resource rejected the token.
+var ErrStale = errors.New("resource: stale token")
+
+// Client writes to a resource from a holder process.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client of the resource at base (Server.URL).
+func NewClient(base string) *Client {
+	return &Client{base: base, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+// Write offers a write with token to the resource. It returns nil when the
+// write was accepted, ErrStale when it was rejected, and another error when
+// the answer did not come.
+func (c *Client) Write(ctx context.Context, leaseID, proc, owner string, token uint64) error {
+	q := url.Values{
+		"lease": {leaseID}, "proc": {proc}, "owner": {owner},
+		"token": {strconv.FormatUint(token, 10)}, "sent": {strconv.FormatInt(record.Now(), 10)},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/write?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusConflict:
+		return ErrStale
+	default:
+		return fmt.Errorf("resource: %s", resp.Status)
+	}
+}
+
+// Close releases the client's idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
