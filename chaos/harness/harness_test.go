@@ -1,0 +1,146 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/chaos/harness"
+)
+
+var bins map[string]string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "chaos-harness-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	mod, err := harness.ModuleDir(ctx)
+	if err == nil {
+		bins, err = harness.Build(ctx, mod, dir, "./cmd/chaos-nats")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+func kv(t *testing.T, url string) (jetstream.KeyValue, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
+		nats.ReconnectWait(20*time.Millisecond), nats.Timeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "h", Storage: jetstream.FileStorage})
+	require.NoError(t, err)
+	return b, nc
+}
+
+func TestServerSurvivesKillAndRestart(t *testing.T) {
+	srv, err := harness.StartNATS(t, bins["chaos-nats"], t.TempDir())
+	require.NoError(t, err)
+	b, _ := kv(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rev, err := b.Put(ctx, "k", []byte("v"))
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Kill())
+	assert.True(t, srv.Proc().Exited())
+	require.NoError(t, srv.Start())
+
+	var e jetstream.KeyValueEntry
+	require.Eventually(t, func() bool {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		e, err = b.Get(c, "k")
+		return err == nil
+	}, 15*time.Second, 50*time.Millisecond, "the client reconnects and the data survived: %v", err)
+	assert.Equal(t, rev, e.Revision())
+}
+
+func TestProxyFaults(t *testing.T) {
+	srv, err := harness.StartNATS(t, bins["chaos-nats"], t.TempDir())
+	require.NoError(t, err)
+	p, err := harness.NewProxies().Proxy(t, "h1", srv.Addr())
+	require.NoError(t, err)
+	b, nc := kv(t, p.URL())
+
+	put := func(limit time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		_, err := b.Put(ctx, "k", []byte("v"))
+		return err
+	}
+	require.NoError(t, put(5*time.Second))
+
+	require.NoError(t, p.Blackhole())
+	require.Error(t, put(200*time.Millisecond), "a blackhole times requests out")
+	require.NoError(t, p.Heal())
+	require.Eventually(t, func() bool { return put(time.Second) == nil }, 15*time.Second, 20*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	before, err := b.Status(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.LoseResponses())
+	require.Error(t, put(300*time.Millisecond), "the response is lost")
+	require.NoError(t, p.Heal())
+	require.Eventually(t, func() bool {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		e, err := b.Get(c, "k")
+		return err == nil && e.Revision() > before.Values()
+	}, 15*time.Second, 20*time.Millisecond, "the lost-response write was applied")
+
+	require.NoError(t, p.Drop())
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.Heal())
+	require.Eventually(t, func() bool { return put(time.Second) == nil }, 15*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, p.Delay(100*time.Millisecond))
+	start := time.Now()
+	require.NoError(t, put(5*time.Second))
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "a round trip pays the delay twice")
+	require.NoError(t, p.Heal())
+}
+
+func TestProcSignals(t *testing.T) {
+	dir := t.TempDir()
+	p, err := harness.Start(t, dir, "sleeper", "/bin/sh", "-c", "echo up; exec sleep 60")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.Output() == "up\n" }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.Pause())
+	require.NoError(t, p.Resume())
+	require.Error(t, p.Terminate(10*time.Second), "sleep dies of SIGTERM")
+	assert.True(t, p.Exited())
+	require.NoError(t, p.Kill(), "killing a dead process is fine")
+}
