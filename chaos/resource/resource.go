@@ -23,15 +23,28 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// Server is a fenced resource served over HTTP.
-type Server struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+// Resource is a lease.Fence per lease that records every write offered to
+// it. It is safe for concurrent use.
+type Resource struct {
+	now func() int64
 
 	mu     sync.Mutex
 	fences map[string]*lease.Fence
 	writes []record.Write
+}
+
+// New returns an empty resource that stamps decisions with now (a reading
+// of the reference clock, such as record.Now).
+func New(now func() int64) *Resource {
+	return &Resource{now: now, fences: map[string]*lease.Fence{}}
+}
+
+// Server is a fenced resource served over HTTP.
+type Server struct {
+	*Resource
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
 }
 
 // Start serves a new resource on 127.0.0.1, on a port the kernel picks.
@@ -40,7 +53,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, done: make(chan struct{}), fences: map[string]*lease.Fence{}}
+	s := &Server{Resource: New(record.Now), ln: ln, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /write", s.handleWrite)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -54,8 +67,9 @@ func Start() (*Server, error) {
 // URL is the base URL holders pass to NewClient.
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
-// Write offers a write to the resource, as a holder's HTTP request does.
-func (s *Server) Write(w record.Write) record.Write {
+// Write offers w (Lease, Proc, Owner, Token, Sent) to the resource, and
+// returns it decided: Accepted, Highest, At and Seq filled in.
+func (s *Resource) Write(w record.Write) record.Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.fences[w.Lease]
@@ -65,14 +79,14 @@ func (s *Server) Write(w record.Write) record.Write {
 	}
 	w.Highest = uint64(f.Stats().Highest)
 	w.Accepted = f.Admit(lease.Token(w.Token)) == nil
-	w.At = record.Now()
+	w.At = s.now()
 	w.Seq = uint64(len(s.writes) + 1)
 	s.writes = append(s.writes, w)
 	return w
 }
 
 // Writes returns every write offered so far, in the order decided.
-func (s *Server) Writes() []record.Write {
+func (s *Resource) Writes() []record.Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]record.Write(nil), s.writes...)
