@@ -1,0 +1,210 @@
+package supervision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/internal/actorsys"
+)
+
+// DefaultEventBuffer is the number of events a running tree holds for its
+// hooks before it drops new ones.
+const DefaultEventBuffer = 1024
+
+// Options configure a Tree. The zero value works: a private, quiet actor
+// system under Run, no hooks, no logging.
+type Options struct {
+	// System is the actor system Run spawns the tree in. nil makes Run
+	// create a private one (quiet unless Logger is set) and shut it down
+	// before returning. Props ignores it: the tree runs wherever its props
+	// are spawned.
+	System *actor.ActorSystem
+
+	// Logger receives the tree's own records (nil discards them).
+	Logger *slog.Logger
+
+	// Hooks receive every event, in order, on one goroutine per running
+	// tree. A hook must return promptly; while it runs, later events wait in
+	// a buffer of EventBuffer events, and events that do not fit are
+	// dropped and counted (Tree.DroppedEvents). A supervisor never waits
+	// for a hook. A panicking hook is recovered and logged.
+	Hooks []func(Event)
+
+	// EventBuffer bounds the events waiting for hooks; 0 means
+	// DefaultEventBuffer.
+	EventBuffer int
+}
+
+// Tree is a validated supervision tree, ready to run with Run, or to be
+// spawned as an actor with Props. While it runs, its methods start, stop,
+// restart, list and count children and take snapshots. A Tree runs as one
+// instance at a time. Its methods are safe for concurrent use.
+type Tree struct {
+	spec    Spec // normalised deep copy
+	opts    Options
+	logger  *slog.Logger
+	root    *liveNode
+	dropped atomic.Uint64
+	running atomic.Bool // a Run is in progress
+
+	mu   sync.Mutex
+	inst *instance // the running instance, if any
+}
+
+// New validates spec and returns a tree ready to run. It reports every
+// problem found, each wrapping ErrInvalidSpec and naming the child's path:
+// duplicate or malformed names, children with no (or more than one) of
+// Props, Func and Tree, negative timeouts or periods, and backoffs whose cap
+// is below their base. New copies spec and never changes it.
+func New(spec Spec, opts Options) (*Tree, error) {
+	if err := validate(&spec); err != nil {
+		return nil, err
+	}
+	t := &Tree{
+		spec:   normalise(spec),
+		opts:   opts,
+		logger: actorsys.Logger(opts.Logger),
+		root:   &liveNode{},
+	}
+	if t.opts.EventBuffer <= 0 {
+		t.opts.EventBuffer = DefaultEventBuffer
+	}
+	t.root.store(specView(&t.spec, t.spec.Name, t.spec.Name))
+	return t, nil
+}
+
+// Name returns the name of the root supervisor.
+func (t *Tree) Name() string { return t.spec.Name }
+
+// Props returns props that run the tree as a protoactor-go actor: the root
+// supervisor. Spawn it anywhere, for example as the workload of a
+// LeaseSupervisor, or as a child in another tree's ChildSpec.Props.
+//
+// The actor starts its children in order while it processes Started, and
+// stops them in reverse order, each within its shutdown time, while it
+// processes Stopping (or Restarting): stopping it never hangs on a blocked
+// child. When it exceeds its restart intensity, or a child fails to start,
+// it stops its children and escalates to its parent a failure whose reason
+// is an *IntensityError or a *StartError. (At the root of an actor system,
+// protoactor-go's default strategy then restarts it; use Run to get the
+// error instead.) Its children's ids are its own id, '/', and their names.
+//
+// Users send messages straight to the children's PIDs (see Snapshot): the
+// supervisor is never on the message path.
+func (t *Tree) Props() *actor.Props {
+	return t.props(nil)
+}
+
+func (t *Tree) props(inst *instance) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return newSupervisor(&supConfig{
+			tree: t,
+			spec: &t.spec,
+			path: t.spec.Name,
+			node: t.root,
+			inst: inst,
+		})
+	})
+}
+
+// Run runs the tree until ctx is done, and returns only when everything it
+// started has stopped or has been reported as not stopping.
+//
+// It returns nil after a shutdown requested through ctx; a *StartError if a
+// child failed to start (the children already started are stopped first);
+// an *IntensityError naming the child and its failure if the root
+// supervisor exceeded its restart intensity; and, joined to any of these, an
+// *UnstoppedError listing the children that had not stopped within their
+// shutdown time when Run returned. A second Run while one is in progress
+// returns ErrRunning.
+func (t *Tree) Run(ctx context.Context) error {
+	if !t.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer t.running.Store(false)
+
+	sys := t.opts.System
+	if sys == nil {
+		private := actorsys.New(t.opts.Logger)
+		defer private.Shutdown()
+		sys = private.ActorSystem
+	}
+	inst := newInstance(t, sys)
+	parent := newLink(sys, nil, inst)
+	defer parent.close()
+
+	pid, err := spawnChild(sys, parent, t.spec.Name, t.props(inst))
+	if err != nil {
+		inst.finish()
+		return fmt.Errorf("supervision: %s: %w", t.spec.Name, err)
+	}
+	rec := parent.track(pid)
+	var result error
+	select {
+	case <-ctx.Done():
+	case <-rec.failed:
+		result = rec.failure()
+	case <-rec.exited:
+	}
+	sys.Root.Stop(pid)
+	<-rec.exited
+	parent.forget(pid)
+	inst.finish() // a no-op unless the root never started
+	if report := inst.unstopped(); report != nil {
+		result = errors.Join(result, report)
+	}
+	return result
+}
+
+// DroppedEvents returns how many events were dropped because the hooks fell
+// behind by more than Options.EventBuffer events.
+func (t *Tree) DroppedEvents() uint64 { return t.dropped.Load() }
+
+// PID returns the root supervisor's PID, or nil when the tree is not
+// running.
+func (t *Tree) PID() *actor.PID {
+	if inst := t.current(); inst != nil {
+		return inst.rootPID()
+	}
+	return nil
+}
+
+// System returns the actor system the tree runs in, or nil when it is not
+// running.
+func (t *Tree) System() *actor.ActorSystem {
+	if inst := t.current(); inst != nil {
+		return inst.sys
+	}
+	return nil
+}
+
+func (t *Tree) current() *instance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inst
+}
+
+// claim makes inst the running instance; it fails if another one runs.
+func (t *Tree) claim(inst *instance) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inst != nil && t.inst != inst {
+		return ErrRunning
+	}
+	t.inst = inst
+	return nil
+}
+
+func (t *Tree) release(inst *instance) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inst == inst {
+		t.inst = nil
+	}
+}
