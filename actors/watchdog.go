@@ -65,6 +65,25 @@ type watchdog struct {
 // renewTick wakes the watchdog; stale ticks are recognised by w.due.
 type renewTick struct{}
 
+// watchdogSync is answered (by closing done) once the messages before it,
+// a renewal in flight included, have been handled.
+type watchdogSync struct{ done chan struct{} }
+
+// quiesce waits at most timeout until the watchdog at pid has finished what
+// it was doing; with its Hold ended, it then starts nothing new.
+func quiesce(c actor.Context, pid *actor.PID, timeout time.Duration) bool {
+	done := make(chan struct{})
+	c.Send(pid, watchdogSync{done: done})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // Receive implements actor.Actor.
 func (w *watchdog) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
@@ -84,6 +103,8 @@ func (w *watchdog) Receive(c actor.Context) {
 		w.renew(c)
 	case Extend:
 		w.extend(c, msg)
+	case watchdogSync:
+		close(msg.done)
 	case *actor.Stopping, *actor.Restarting:
 		w.disarm()
 	}

@@ -53,7 +53,12 @@ func TestWatchdogRetriesTransientFailuresWithoutPoison(t *testing.T) {
 		assert.Equal(t, []int{1, 2, 3, 4}, []int{failed[0].Attempt, failed[1].Attempt, failed[2].Attempt, failed[3].Attempt})
 		renewed, rat := all[Renewed](r.rec)
 		require.NotEmpty(t, renewed)
-		assert.Less(t, rat[0].Sub(at[0]), time.Second, "retries are short, not a renew period")
+		// Retry ceilings for a 2 s period: 100, 200, 400, 800 ms (full jitter below them).
+		policy := retryPolicy(2 * time.Second)
+		for i := 1; i < len(at); i++ {
+			assert.LessOrEqual(t, at[i].Sub(at[i-1]), policy.Ceiling(i-1), "retry %d", i)
+		}
+		assert.LessOrEqual(t, rat[0].Sub(at[3]), policy.Ceiling(3), "retries are short, not a renew period")
 		assert.ErrorIs(t, failed[0].Err, lease.ErrUnavailable)
 	})
 }

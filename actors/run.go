@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/internal/actorsys"
+)
+
+// Run runs the supervisor, for programs that do not use actors, in an actor
+// system of its own, until ctx is done; it then shuts down gracefully (the
+// workload is cancelled with ErrShutdown and stopped, the lease released)
+// and returns when everything it started has stopped.
+//
+// It returns nil after a clean shutdown. It returns early, after the same
+// shutdown, with the escalated error when the supervisor gives up: one
+// matching ErrTooManyRestarts, or a store error that retrying cannot fix
+// (lease.ErrInvalid, lease.ErrClosed). An error matching ErrWorkloadStuck
+// says that a workload did not stop in time: a function workload that
+// ignores its context is the one thing Run cannot stop, and may still be
+// running.
+func (s *LeaseSupervisor) Run(ctx context.Context) error {
+	sys := actorsys.New(s.cfg.Logger)
+	defer sys.Shutdown()
+
+	var stuck atomic.Bool
+	run := *s
+	run.notify = func(ev Event) {
+		if _, ok := ev.(WorkloadStopTimeout); ok {
+			stuck.Store(true)
+		}
+	}
+	failed := make(chan error, 1)
+	host := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &runHost{child: run.Props(), failed: failed}
+	}))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-failed:
+	}
+	if budget := s.shutdownBudget(); !stopAndWait(sys.ActorSystem, sys.Root.Stop, host, budget) {
+		err = errors.Join(err, fmt.Errorf("%w: the lease supervisor did not stop within %v", ErrWorkloadStuck, budget))
+	} else if stuck.Load() {
+		err = errors.Join(err, ErrWorkloadStuck)
+	}
+	return err
+}
+
+// shutdownBudget bounds a graceful shutdown: an acquisition in flight, the
+// workload's stop, the watchdog's stop and the release, with a second of
+// slack.
+func (s *LeaseSupervisor) shutdownBudget() time.Duration {
+	return 2*s.opTimeout() + 2*s.cfg.Lease.EffectiveStopTimeout() + time.Second
+}
+
+// runHost is the parent of a supervisor started by Run: it receives the
+// supervisor's escalation.
+type runHost struct {
+	child  *actor.Props
+	failed chan<- error
+}
+
+func (h *runHost) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Started); ok {
+		c.Spawn(h.child)
+	}
+}
+
+// HandleFailure implements actor.SupervisorStrategy: an escalation ends Run.
+func (h *runHost) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	_ *actor.RestartStatistics, reason, _ any) {
+	err, ok := reason.(error)
+	if !ok {
+		err = fmt.Errorf("actors: lease supervisor failed: %v", reason)
+	}
+	select {
+	case h.failed <- err:
+	default:
+	}
+	sup.StopChildren(child)
+}
