@@ -88,20 +88,22 @@ func (b *bus) run() {
 	for range b.wake {
 		for {
 			b.mu.Lock()
-			batch := b.queue
-			b.queue = b.spare[:0]
-			closed := b.closed
-			b.mu.Unlock()
-			if len(batch) == 0 {
+			if len(b.queue) == 0 {
+				closed := b.closed
+				b.mu.Unlock()
 				if closed {
 					return
 				}
 				break
 			}
-			for i, e := range batch {
+			// Swap buffers: publishers append to the spare one meanwhile.
+			batch := b.queue
+			b.queue, b.spare = b.spare[:0], nil
+			b.mu.Unlock()
+			for _, e := range batch {
 				b.deliver(e)
-				batch[i] = nil
 			}
+			clear(batch)
 			b.mu.Lock()
 			b.spare = batch[:0]
 			b.mu.Unlock()

@@ -88,6 +88,16 @@ func spawnChild(sys *actor.ActorSystem, l *link, id string, props *actor.Props) 
 	return pid, nil
 }
 
+// stopUnlessExited stops pid, unless it has already exited: a Stop sent to
+// an actor that is gone is a dead letter, which protoactor-go logs.
+func stopUnlessExited(sys *actor.ActorSystem, pid *actor.PID, rec *record) {
+	select {
+	case <-rec.exited:
+	default:
+		sys.Root.Stop(pid)
+	}
+}
+
 // track returns the record of pid, creating it if needed.
 func (l *link) track(pid *actor.PID) *record {
 	l.mu.Lock()

@@ -101,15 +101,20 @@ func (s *supervisor) start() {
 	if s.inst == nil {
 		s.inst = newInstance(s.cfg.tree, s.sys)
 	}
-	s.link = newLink(s.sys, s.self, s.inst)
-	s.state = StateStarting
 	if s.root {
 		if err := s.cfg.tree.claim(s.inst); err != nil {
-			s.fail(&StartError{Path: s.cfg.path, Reason: err})
+			// Another instance runs and publishes: leave its view alone.
+			s.state = StateFailed
+			if s.cfg.inst == nil {
+				s.inst.finish()
+			}
+			escalate(s.ctx, &StartError{Path: s.cfg.path, Reason: err})
 			return
 		}
 		s.inst.root.Store(s.self)
 	}
+	s.link = newLink(s.sys, s.self, s.inst)
+	s.state = StateStarting
 	for _, cs := range s.cfg.spec.Children {
 		s.children = append(s.children, s.newChild(cs))
 	}
@@ -196,7 +201,7 @@ func (s *supervisor) startChild(c *child) error {
 // to exit. It reports whether it did; if not, the incarnation is abandoned.
 func (s *supervisor) stopIncarnation(c *child, pid *actor.PID, incarnation uint64) bool {
 	rec := s.link.track(pid)
-	s.sys.Root.Stop(pid)
+	stopUnlessExited(s.sys, pid, rec)
 	timeout := time.NewTimer(c.spec.Shutdown)
 	defer timeout.Stop()
 	select {

@@ -152,7 +152,7 @@ func (t *Tree) Run(ctx context.Context) error {
 		result = rec.failure()
 	case <-rec.exited:
 	}
-	sys.Root.Stop(pid)
+	stopUnlessExited(sys, pid, rec)
 	<-rec.exited
 	parent.forget(pid)
 	inst.finish() // a no-op unless the root never started
