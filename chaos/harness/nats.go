@@ -52,7 +52,7 @@ func (n *NATS) Start() error {
 	}
 	n.proc = p
 	n.starts++
-	return p.awaitOutput("ready\n", n.starts, waitLimit)
+	return p.AwaitOutput("ready\n", n.starts, waitLimit)
 }
 
 // Kill kills the server with SIGKILL and waits until it is gone.

@@ -157,9 +157,9 @@ func (p *Proc) Output() string {
 	return string(b)
 }
 
-// awaitOutput waits until the process's output holds n occurrences of
+// AwaitOutput waits until the process's output holds n occurrences of
 // line, or fails after limit or when the process exits.
-func (p *Proc) awaitOutput(line string, n int, limit time.Duration) error {
+func (p *Proc) AwaitOutput(line string, n int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		if strings.Count(p.Output(), line) >= n {

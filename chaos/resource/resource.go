@@ -92,6 +92,18 @@ func (s *Resource) Writes() []record.Write {
 	return append([]record.Write(nil), s.writes...)
 }
 
+// Last returns the last accepted write of leaseID, and false if none was.
+func (s *Resource) Last(leaseID string) (record.Write, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.writes) - 1; i >= 0; i-- {
+		if w := s.writes[i]; w.Accepted && w.Lease == leaseID {
+			return w, true
+		}
+	}
+	return record.Write{}, false
+}
+
 // Close stops serving and waits for the server's goroutine. Writes stays
 // readable.
 func (s *Server) Close() error {

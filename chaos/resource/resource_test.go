@@ -29,6 +29,12 @@ func TestResourceFencesAndRecords(t *testing.T) {
 	require.ErrorIs(t, c.Write(ctx, "a", "p1", "A", 5), resource.ErrStale)
 	require.NoError(t, c.Write(ctx, "b", "p1", "A", 1), "each lease has its own fence")
 
+	last, ok := srv.Last("a")
+	require.True(t, ok)
+	assert.Equal(t, uint64(9), last.Token)
+	_, ok = srv.Last("c")
+	assert.False(t, ok)
+
 	ws := srv.Writes()
 	require.Len(t, ws, 4)
 	for i, w := range ws {

@@ -1,0 +1,164 @@
+// Command chaos-holder is a lease holder for the chaos suite: one or more
+// candidates (actors.LeaseSupervisor over natsstore) competing for one lease
+// through a NATS URL (the suite's proxy), whose workload writes through the
+// fenced resource. Every store operation and every workload start and stop
+// is appended to a log on the reference clock (package record).
+//
+//	chaos-holder -nats nats://127.0.0.1:4300 -fence http://127.0.0.1:4301 \
+//	    -lease chaos.kill -proc h1 -log /tmp/h1.log
+//
+// It prints "ready" once its store is open and its candidates run, and
+// shuts down gracefully (workloads stopped, leases released) on SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/chaos/record"
+	"github.com/asterforge/aster/chaos/resource"
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore"
+)
+
+type options struct {
+	natsURL, fenceURL, leaseID, proc, logPath, bucket string
+	ttl, renew, standby, writeEvery, hold             time.Duration
+	candidates                                        int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL (the suite's proxy)")
+	flag.StringVar(&o.fenceURL, "fence", "", "base URL of the fenced resource (required)")
+	flag.StringVar(&o.leaseID, "lease", "chaos", "lease ID")
+	flag.StringVar(&o.proc, "proc", "holder", "process name in the records")
+	flag.StringVar(&o.logPath, "log", "", "record log (required)")
+	flag.StringVar(&o.bucket, "bucket", natsstore.DefaultBucket, "KV bucket")
+	flag.DurationVar(&o.ttl, "ttl", time.Second, "lease TTL")
+	flag.DurationVar(&o.renew, "renew", 250*time.Millisecond, "renew interval")
+	flag.DurationVar(&o.standby, "standby", 500*time.Millisecond, "standby retry interval")
+	flag.DurationVar(&o.writeEvery, "write-every", 10*time.Millisecond, "period of the workload's fenced writes")
+	flag.DurationVar(&o.hold, "hold", 0, "the workload returns after leading this long (a graceful handover); 0 holds on")
+	flag.IntVar(&o.candidates, "candidates", 1, "candidates in this process, each with its own owner ID")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos-holder:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	if o.fenceURL == "" || o.logPath == "" {
+		return errors.New("-fence and -log are required")
+	}
+	log, err := record.Create(o.logPath)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	fence := resource.NewClient(o.fenceURL)
+	defer fence.Close()
+
+	nc, err := nats.Connect(o.natsURL, nats.Name(o.proc), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.ReconnectJitter(20*time.Millisecond, 0),
+		nats.Timeout(time.Second), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	openCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var store *natsstore.Store
+	for {
+		store, err = natsstore.NewConn(openCtx, nc, natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2})
+		if err == nil || openCtx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer store.Close()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, o.candidates)
+	for range o.candidates {
+		cfg := lease.Config{
+			LeaseID: o.leaseID, OwnerID: lease.NewOwnerID(), TTL: o.ttl,
+			RenewInterval: o.renew, StandbyRetryInterval: o.standby,
+		}
+		sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
+			Lease:    cfg,
+			Store:    record.NewStore(store, log, o.proc, cfg, nil),
+			Workload: actors.WorkloadFunc(workload(o, cfg, log, fence)),
+			Restart:  actors.RestartPolicy{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond, MaxRestarts: -1},
+		})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if err := sup.Run(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", cfg.OwnerID, err)
+			}
+		})
+	}
+	fmt.Println("ready")
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(append(all, log.Err())...)
+}
+
+// workload writes through the fence every o.writeEvery while the lease is
+// held, and returns after o.hold if set, which hands the lease over.
+func workload(o options, cfg lease.Config, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
+	return func(ctx context.Context, token lease.Token) error {
+		w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: cfg.OwnerID, Token: uint64(token), Start: record.Now()}
+		log.Start(w)
+		defer func() {
+			w.Stop = record.Now()
+			log.Stop(w)
+		}()
+		var done <-chan time.Time
+		if o.hold > 0 {
+			t := time.NewTimer(o.hold)
+			defer t.Stop()
+			done = t.C
+		}
+		tick := time.NewTicker(o.writeEvery)
+		defer tick.Stop()
+		for {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = fence.Write(wctx, o.leaseID, o.proc, cfg.OwnerID, uint64(token))
+			cancel()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-done:
+				return nil
+			case <-tick.C:
+			}
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/asterforge/aster/chaos/check"
+	"github.com/asterforge/aster/chaos/harness"
+	"github.com/asterforge/aster/chaos/record"
+	"github.com/asterforge/aster/chaos/report"
+	"github.com/asterforge/aster/chaos/resource"
+	"github.com/asterforge/aster/natsstore"
+)
+
+// Timing of every process scenario. NATS per-message TTLs are whole
+// seconds, so 1 s is the shortest TTL natsstore accepts.
+const (
+	ttl     = time.Second
+	renew   = 250 * time.Millisecond
+	limit   = 20 * time.Second // the longest any wait for a leader may take
+	bucket  = natsstore.DefaultBucket
+	linTime = 2 * time.Minute // porcupine's budget per scenario
+)
+
+// env is one scenario's world: a nats-server process, a fenced resource,
+// holder processes each behind a proxy of its own, and what was injected.
+type env struct {
+	t       *testing.T
+	name    string
+	lease   string
+	dir     string
+	nats    *harness.NATS
+	proxies *harness.Proxies
+	fence   *resource.Server
+
+	mu      sync.Mutex
+	seq     int
+	holders map[string]*holder
+	marks   []record.Mark
+	opOps   []record.Op // the operator's tampering
+	kv      jetstream.KeyValue
+}
+
+type holder struct {
+	name  string
+	proc  *harness.Proc
+	proxy *harness.Proxy
+	log   string
+}
+
+func newEnv(t *testing.T, name string) *env {
+	t.Helper()
+	e := &env{t: t, name: name, lease: "chaos." + name, dir: t.TempDir(), proxies: harness.NewProxies(),
+		holders: map[string]*holder{}}
+	var err error
+	e.nats, err = harness.StartNATS(t, bins["chaos-nats"], e.dir)
+	require.NoError(t, err)
+	e.fence, err = resource.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.fence.Close() })
+	return e
+}
+
+// start starts a holder process with extra flags and waits until it runs.
+func (e *env) start(extra ...string) *holder {
+	e.t.Helper()
+	e.mu.Lock()
+	e.seq++
+	name := fmt.Sprintf("h%d", e.seq)
+	e.mu.Unlock()
+	proxy, err := e.proxies.Proxy(e.t, name, e.nats.Addr())
+	require.NoError(e.t, err)
+	h := &holder{name: name, proxy: proxy, log: filepath.Join(e.dir, name+".log")}
+	args := append([]string{"-nats", proxy.URL(), "-fence", e.fence.URL(), "-lease", e.lease, "-proc", name,
+		"-log", h.log, "-ttl", ttl.String(), "-renew", renew.String(), "-bucket", bucket}, extra...)
+	h.proc, err = harness.Start(e.t, e.dir, name, bins["chaos-holder"], args...)
+	require.NoError(e.t, err)
+	require.NoError(e.t, h.proc.AwaitOutput("ready\n", 1, limit))
+	e.mu.Lock()
+	e.holders[name] = h
+	e.mu.Unlock()
+	return h
+}
+
+func (e *env) startN(n int, extra ...string) {
+	for range n {
+		e.start(extra...)
+	}
+}
+
+// mark records an injected fault now.
+func (e *env) mark(kind record.MarkKind, proc, detail string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.marks = append(e.marks, record.Mark{Kind: kind, Proc: proc, Lease: e.lease, At: record.Now(), Detail: detail})
+}
+
+// leader waits for an accepted write with a token above after, and returns
+// the holder that made the latest accepted write and its token.
+func (e *env) leader(after uint64) (*holder, uint64) {
+	e.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if w, ok := e.fence.Last(e.lease); ok && w.Token > after {
+			e.mu.Lock()
+			h := e.holders[w.Proc]
+			e.mu.Unlock()
+			return h, w.Token
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: no new leader (token > %d) within %v", e.name, after, limit)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// current returns the holder that wrote last, waiting for a write made
+// after now.
+func (e *env) current() (*holder, uint64) {
+	e.t.Helper()
+	since := record.Now()
+	deadline := time.Now().Add(limit)
+	for {
+		if w, ok := e.fence.Last(e.lease); ok && w.At > since {
+			e.mu.Lock()
+			h := e.holders[w.Proc]
+			e.mu.Unlock()
+			return h, w.Token
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: no leader wrote within %v", e.name, limit)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// kill kills h with SIGKILL.
+func (e *env) kill(h *holder, detail string) {
+	e.mark(record.MarkKill, h.name, detail)
+	require.NoError(e.t, h.proc.Kill())
+}
+
+// pause stops h with SIGSTOP for d, then continues it.
+func (e *env) pause(h *holder, d time.Duration) {
+	e.mark(record.MarkStop, h.name, d.String())
+	require.NoError(e.t, h.proc.Pause())
+	time.Sleep(d)
+	e.mark(record.MarkCont, h.name, "")
+	require.NoError(e.t, h.proc.Resume())
+}
+
+// netFault applies fault to h's proxy for d, then heals it.
+func (e *env) netFault(h *holder, what string, d time.Duration, fault func(*harness.Proxy) error) {
+	e.mark(record.MarkNetFault, h.name, what)
+	require.NoError(e.t, fault(h.proxy))
+	time.Sleep(d)
+	require.NoError(e.t, h.proxy.Heal())
+	e.mark(record.MarkNetHeal, h.name, what)
+}
+
+// operator returns a KV client of the leases bucket that bypasses the
+// proxies, as an operator's `nats kv` would.
+func (e *env) operator() jetstream.KeyValue {
+	e.t.Helper()
+	if e.kv != nil {
+		return e.kv
+	}
+	nc, err := nats.Connect(e.nats.URL(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1))
+	require.NoError(e.t, err)
+	e.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(e.t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	e.kv, err = js.KeyValue(ctx, bucket)
+	require.NoError(e.t, err)
+	return e.kv
+}
+
+// tamper changes the lease key by hand and records it.
+func (e *env) tamper(typ record.OpType) {
+	e.t.Helper()
+	kv := e.operator()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	op := record.Op{Proc: "operator", Lease: e.lease, Type: typ, Call: record.Now()}
+	e.mark(record.MarkTamper, "", string(typ))
+	var err error
+	switch typ {
+	case record.OpDelete:
+		err = kv.Delete(ctx, e.lease)
+	case record.OpPurge:
+		err = kv.Purge(ctx, e.lease)
+	case record.OpGarbage:
+		_, err = kv.Put(ctx, e.lease, []byte("this is not a lease"))
+	}
+	op.Return, op.Result = record.Now(), record.ResultOK
+	if err != nil {
+		op.Result, op.Err = record.ResultUnknown, err.Error()
+	}
+	e.mu.Lock()
+	e.opOps = append(e.opOps, op)
+	e.mu.Unlock()
+	require.NoError(e.t, err)
+}
+
+// jitter returns a random duration in [0, d).
+func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
+
+// finish stops the holders gracefully, checks everything recorded, and
+// adds the scenario's row to the report. causes selects the handovers
+// whose latency the row reports.
+func (e *env) finish(desc string, runs int, notes string, causes ...string) report.Row {
+	e.t.Helper()
+	e.mu.Lock()
+	hs := make([]*holder, 0, len(e.holders))
+	for _, h := range e.holders {
+		hs = append(hs, h)
+	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Go(func() {
+			if err := h.proc.Terminate(limit); err != nil && !h.proc.Exited() {
+				e.t.Errorf("%s: %v", h.name, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	h, err := record.ReadLogs(e.dir)
+	require.NoError(e.t, err)
+	h.Ops = append(h.Ops, e.opOps...)
+	h.Writes = e.fence.Writes()
+	h.Marks = append(h.Marks, e.marks...)
+	sort.SliceStable(h.Marks, func(i, j int) bool { return h.Marks[i].At < h.Marks[j].At })
+	return e.judge(h, desc, runs, notes, causes...)
+}
+
+// judge checks h and reports the row; every violation fails the test.
+func (e *env) judge(h record.History, desc string, runs int, notes string, causes ...string) report.Row {
+	e.t.Helper()
+	res := check.Check(h)
+	lin, info := check.Linearizable(h.Ops, linTime)
+	row := report.Row{
+		Scenario: e.name, Description: desc, Runs: runs, Handovers: len(res.Handovers),
+		Violations: len(res.Violations), Takeover: check.Summarize(check.Latencies(res.Handovers, causes...)),
+		Cause: strings.Join(causes, ", "), Linearizable: linVerdict(lin), LateStops: res.LateStops,
+		Excused: res.Excused, Notes: notes,
+	}
+	if lin == porcupine.Illegal {
+		row.Violations++
+		path := filepath.Join(os.TempDir(), "chaos-"+e.name+"-linearizability.html")
+		if err := porcupine.VisualizePath(check.Model.ToModel(), info, path); err == nil {
+			e.t.Errorf("%s: the store history is not linearizable; see %s", e.name, path)
+		} else {
+			e.t.Errorf("%s: the store history is not linearizable (%v)", e.name, err)
+		}
+	}
+	for i, v := range res.Violations {
+		if i == 20 {
+			e.t.Errorf("... and %d more", len(res.Violations)-i)
+			break
+		}
+		e.t.Errorf("%s: %v", e.name, v)
+	}
+	e.t.Logf("%s: %d runs, %d handovers, %d violations, takeover %+v, linearizable %s, %d ops, %d writes",
+		e.name, row.Runs, row.Handovers, row.Violations, row.Takeover, row.Linearizable, len(h.Ops), len(h.Writes))
+	addRow(row)
+	return row
+}
+
+func linVerdict(r porcupine.CheckResult) string {
+	switch r {
+	case porcupine.Ok:
+		return "ok"
+	case porcupine.Illegal:
+		return "**illegal**"
+	}
+	return "unknown (timed out)"
+}
+
+// rounds picks the number of rounds for the short or the full suite.
+func rounds(short, long int) int {
+	if *full {
+		return long
+	}
+	return short
+}
+
+// fullOnly skips t outside the full suite.
+func fullOnly(t *testing.T) {
+	if !*full {
+		t.Skip("part of the full suite only (-chaos.full, make chaos)")
+	}
+}
+
+
