@@ -1,0 +1,226 @@
+package natsstore
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// Defaults applied when a Config or DialOptions field is zero.
+const (
+	// DefaultBucket is the KV bucket used when Config.Bucket is empty.
+	DefaultBucket = "aster_leases"
+	// DefaultTimeout bounds an operation whose context has no deadline.
+	DefaultTimeout = 5 * time.Second
+	// DefaultMarkerTTL is the LimitMarkerTTL of a bucket the store creates,
+	// and the TTL of the marker Release leaves: how long a watcher that
+	// reconnects can still see that a key was released or expired.
+	DefaultMarkerTTL = time.Minute
+	// DefaultCloseTimeout bounds Close.
+	DefaultCloseTimeout = 5 * time.Second
+	// DefaultReconnectWait is the pause between reconnect attempts of a
+	// connection made by Dial.
+	DefaultReconnectWait = 250 * time.Millisecond
+	// DefaultConnectTimeout bounds one connection attempt of Dial.
+	DefaultConnectTimeout = 2 * time.Second
+)
+
+// ExpiryMode says who decides that a lease has expired.
+type ExpiryMode uint8
+
+const (
+	// ExpiryAuto (the zero value) uses per-message TTLs when the server
+	// (2.11 or later) and the bucket (LimitMarkerTTL set) support them, and
+	// falls back to ExpiryObserved otherwise, logging a warning.
+	ExpiryAuto ExpiryMode = iota
+	// ExpiryServer requires per-message TTLs: the server deletes a lease
+	// that was not renewed within its TTL and tells watchers. Opening a
+	// bucket or server without them fails with ErrBucketConfig.
+	ExpiryServer
+	// ExpiryObserved writes leases without a TTL; a contender judges that a
+	// lease expired when it has seen the same revision of the key, unchanged,
+	// for the lease's TTL on its own monotonic clock (the method of
+	// Kubernetes leader election). Watchers see releases but not expiries.
+	ExpiryObserved
+)
+
+func (m ExpiryMode) String() string {
+	switch m {
+	case ExpiryAuto:
+		return "auto"
+	case ExpiryServer:
+		return "server"
+	case ExpiryObserved:
+		return "observed"
+	default:
+		return fmt.Sprintf("ExpiryMode(%d)", uint8(m))
+	}
+}
+
+// Config configures a Store. The zero value works: it binds to, or creates,
+// the bucket "aster_leases" with one replica. Config is taken by value and
+// never modified.
+type Config struct {
+	// Bucket is the KV bucket that holds the leases. "" means
+	// DefaultBucket.
+	Bucket string
+
+	// Replicas is the number of replicas of a bucket the store creates (1,
+	// 3 or 5 in a cluster). 0 means 1. An existing bucket keeps its own.
+	Replicas int
+
+	// NoCreate makes opening fail with ErrNoBucket instead of creating a
+	// missing bucket.
+	NoCreate bool
+
+	// MarkerTTL is the LimitMarkerTTL of a bucket the store creates and the
+	// TTL of release markers, rounded up to whole seconds. 0 means
+	// DefaultMarkerTTL.
+	MarkerTTL time.Duration
+
+	// Expiry says who judges expiry; the zero value detects it.
+	Expiry ExpiryMode
+
+	// Timeout bounds every operation whose context has no deadline. 0
+	// means DefaultTimeout.
+	Timeout time.Duration
+
+	// CloseTimeout bounds Close. 0 means DefaultCloseTimeout.
+	CloseTimeout time.Duration
+
+	// Domain or APIPrefix select a JetStream domain or API prefix when the
+	// store builds its JetStream context from a connection (NewConn, Dial).
+	// At most one may be set. New uses the JetStream context it is given.
+	Domain    string
+	APIPrefix string
+
+	// Logger receives the store's few log records (a degraded bucket, a
+	// reconnect, a key changed behind an owner's back). nil discards them.
+	Logger *slog.Logger
+}
+
+// DialOptions says how Dial connects. The zero value connects to
+// nats://127.0.0.1:4222 without authentication.
+//
+// The connection Dial makes fails fast while disconnected (nothing is
+// buffered for replay after a reconnect, so an operation that failed did
+// not land later) and reconnects forever.
+type DialOptions struct {
+	// URLs are the servers to connect to. Empty means
+	// nats://127.0.0.1:4222.
+	URLs []string
+
+	// Name names the connection in the server's monitoring.
+	Name string
+
+	// CredentialsFile is a NATS .creds file (user JWT and nkey seed).
+	CredentialsFile string
+	// NKeySeedFile is a file holding a user nkey seed ("SU...").
+	NKeySeedFile string
+	// User and Password authenticate with a user name and password.
+	User, Password string
+	// Token authenticates with a token.
+	Token string
+
+	// TLS configures TLS; it is cloned. CAFile, CertFile and KeyFile add a
+	// root CA and a client certificate to it (or to a new configuration).
+	TLS      *tls.Config
+	CAFile   string
+	CertFile string
+	KeyFile  string
+
+	// ReconnectWait is the pause between reconnect attempts. 0 means
+	// DefaultReconnectWait.
+	ReconnectWait time.Duration
+	// ConnectTimeout bounds one connection attempt. 0 means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+}
+
+// bucketName is the JetStream KV bucket name grammar.
+var bucketName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+func (c Config) bucket() string {
+	if c.Bucket == "" {
+		return DefaultBucket
+	}
+	return c.Bucket
+}
+
+func (c Config) replicas() int {
+	if c.Replicas == 0 {
+		return 1
+	}
+	return c.Replicas
+}
+
+func (c Config) markerTTL() time.Duration {
+	if c.MarkerTTL <= 0 {
+		return DefaultMarkerTTL
+	}
+	return roundUpSecond(c.MarkerTTL)
+}
+
+func (c Config) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+func (c Config) closeTimeout() time.Duration {
+	if c.CloseTimeout <= 0 {
+		return DefaultCloseTimeout
+	}
+	return c.CloseTimeout
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// validate reports the first problem with c as a *lease.FieldError.
+func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &lease.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !bucketName.MatchString(c.bucket()):
+		return bad("Bucket", "%q: only letters, digits, - and _ are allowed", c.Bucket)
+	case c.Replicas < 0 || c.Replicas > 5:
+		return bad("Replicas", "must be between 1 and 5, got %d", c.Replicas)
+	case c.MarkerTTL < 0:
+		return bad("MarkerTTL", "must not be negative, got %v", c.MarkerTTL)
+	case c.Expiry > ExpiryObserved:
+		return bad("Expiry", "unknown mode %d", c.Expiry)
+	case c.Timeout < 0:
+		return bad("Timeout", "must not be negative, got %v", c.Timeout)
+	case c.CloseTimeout < 0:
+		return bad("CloseTimeout", "must not be negative, got %v", c.CloseTimeout)
+	case c.Domain != "" && c.APIPrefix != "":
+		return bad("Domain", "set Domain or APIPrefix, not both")
+	}
+	return nil
+}
+
+// roundUpSecond rounds d up to whole seconds: NATS per-message TTLs are whole
+// seconds, and a 1.5 s TTL would act as 1 s.
+// It saturates instead of overflowing.
+func roundUpSecond(d time.Duration) time.Duration {
+	const maxWhole = math.MaxInt64 / time.Second * time.Second
+	if d > maxWhole {
+		return maxWhole
+	}
+	if r := d % time.Second; r != 0 {
+		return d - r + time.Second
+	}
+	return d
+}

@@ -1,0 +1,284 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// Store keeps leases in a JetStream KV bucket. It implements lease.Store and
+// lease.Watcher and is safe for concurrent use. Open one with New, NewConn or
+// Dial, and Close it when done.
+type Store struct {
+	cfg       Config
+	log       *slog.Logger
+	nc        *nats.Conn // nil only in tests with a fake keyValue
+	ownConn   bool       // Dial made nc; Close closes it
+	kv        keyValue
+	bucket    string
+	subject   string // "$KV.<bucket>.": where keys are stored
+	putPrefix string // where keys are written: subject, behind the API prefix if any
+	mode      ExpiryMode
+	markerTTL time.Duration // TTL of release markers; 0 in observed mode
+	keys      *keyCache
+
+	life    context.Context // lifetime of watches, cancelled by Close
+	stop    context.CancelFunc
+	mu      sync.Mutex // guards closed with watches.Add
+	closed  atomic.Bool
+	watches sync.WaitGroup
+	running atomic.Int64 // watches not yet stopped
+	once    sync.Once
+	err     error // Close's answer
+}
+
+var (
+	_ lease.Store   = (*Store)(nil)
+	_ lease.Watcher = (*Store)(nil)
+)
+
+// New opens a Store over an existing JetStream context, binding to or
+// creating cfg.Bucket (see Config). The caller keeps ownership of the
+// connection: Close does not close it. cfg.Domain and cfg.APIPrefix are
+// ignored; js carries its own.
+//
+// For fail-fast behaviour while disconnected, create the connection with
+// nats.ReconnectBufSize(-1); otherwise operations that time out during a
+// disconnection are replayed after the reconnect. The store recognises its
+// own replayed writes, but an operation waits until its deadline instead of
+// failing at once.
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if js == nil {
+		return nil, &lease.FieldError{Field: "js", Reason: "must not be nil"}
+	}
+	return open(ctx, js, cfg, false)
+}
+
+// NewConn opens a Store over an existing connection, with a JetStream
+// context for cfg.Domain or cfg.APIPrefix if set. The caller keeps ownership
+// of nc: Close does not close it.
+func NewConn(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	if nc == nil {
+		return nil, &lease.FieldError{Field: "nc", Reason: "must not be nil"}
+	}
+	js, err := newJetStream(nc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, js, cfg, false)
+}
+
+func newJetStream(nc *nats.Conn, cfg Config) (jetstream.JetStream, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var (
+		js  jetstream.JetStream
+		err error
+	)
+	switch {
+	case cfg.Domain != "":
+		js, err = jetstream.NewWithDomain(nc, cfg.Domain)
+	case cfg.APIPrefix != "":
+		js, err = jetstream.NewWithAPIPrefix(nc, cfg.APIPrefix)
+	default:
+		js, err = jetstream.New(nc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsstore: JetStream context: %w", err)
+	}
+	return js, nil
+}
+
+func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool) (*Store, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.timeout())
+		defer cancel()
+	}
+	log := cfg.logger()
+	nc := js.Conn()
+	if !ownConn && nc.Opts.ReconnectBufSize >= 0 {
+		log.Warn("natsstore: the connection buffers writes while disconnected; operations will wait for their " +
+			"deadline instead of failing fast, and may land after the reconnect; use nats.ReconnectBufSize(-1)")
+	}
+
+	var st bucketState
+	err := failFast(ctx, nc, func(ctx context.Context) error {
+		var err error
+		st, err = openBucket(ctx, js, cfg, log)
+		return err
+	})
+	if err != nil {
+		return nil, explain(ctx, nc, err)
+	}
+
+	name := cfg.bucket()
+	prefix := apiPrefix(js)
+	s := &Store{
+		cfg:     cfg,
+		log:     log.With("bucket", name),
+		nc:      nc,
+		ownConn: ownConn,
+		kv: &jsBucket{
+			Publisher: js,
+			kv:        st.kv,
+			nc:        nc,
+			msgGet:    prefix + "STREAM.MSG.GET.KV_" + name,
+		},
+		bucket:  name,
+		subject: "$KV." + name + ".",
+		mode:    st.mode,
+		keys:    newKeyCache(time.Now),
+	}
+	s.putPrefix = s.subject
+	if prefix != jetstream.DefaultAPIPrefix {
+		s.putPrefix = prefix + s.subject
+	}
+	if st.mode == ExpiryServer {
+		s.markerTTL = time.Duration(st.markerTTL) * time.Second
+	}
+	s.life, s.stop = context.WithCancel(context.Background())
+
+	// Probe the subjects every operation uses, so that a user without
+	// permission learns it now, clearly, and not as a timeout later.
+	if err := failFast(ctx, nc, s.probe); err != nil {
+		s.stop()
+		return nil, explain(ctx, nc, err)
+	}
+	s.log.Debug("natsstore: opened", "expiry", s.mode, "replicas", st.replicas)
+	return s, nil
+}
+
+// probeKey is a key no lease should use; the probe never writes it.
+const probeKey = "_aster_natsstore_probe"
+
+// probe reads a key and publishes to it with an expected revision it cannot
+// have: the server answers both (not found, wrong last sequence) without
+// writing, which shows that this user may read and write the bucket.
+func (s *Store) probe(ctx context.Context) error {
+	_, err := s.kv.GetLastMsgForSubject(ctx, s.subject+probeKey)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("natsstore: read from bucket %q: %w", s.bucket, err)
+	}
+	_, err = s.kv.PublishMsg(ctx, &nats.Msg{Subject: s.putPrefix + probeKey},
+		jetstream.WithExpectLastSequencePerSubject(1<<62))
+	if err != nil && !isConflict(err) {
+		return fmt.Errorf("natsstore: write to bucket %q: %w", s.bucket, err)
+	}
+	return nil
+}
+
+// failFast runs fn, cancelling it as soon as the server reports a
+// permissions violation on nc: the server drops a request it does not
+// permit, and the request would otherwise wait for its deadline.
+func failFast(ctx context.Context, nc *nats.Conn, fn func(context.Context) error) error {
+	before := nc.LastError()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := nc.LastError(); err != nil && err != before && errors.Is(err, nats.ErrPermissionViolation) {
+					cancel(fmt.Errorf("%w: %v", ErrPermission, err))
+					return
+				}
+			}
+		}
+	})
+	err := fn(ctx)
+	close(done)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, ErrPermission) {
+		return cause
+	}
+	return err
+}
+
+// explain adds what an open error means for the user.
+func explain(ctx context.Context, nc *nats.Conn, err error) error {
+	switch {
+	case errors.Is(err, ErrPermission), errors.Is(err, ErrBucketConfig), errors.Is(err, ErrNoBucket),
+		errors.Is(err, lease.ErrInvalid):
+		return err
+	}
+	if perm := permissionDenied(nc, err); perm != nil {
+		return fmt.Errorf("%w (while: %v)", perm, err)
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w (is JetStream enabled and reachable, and may this user use the bucket?)",
+			lease.ErrUnavailable, err)
+	}
+	return err
+}
+
+// Bucket returns the name of the store's KV bucket.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Expiry returns how the store judges expiry: ExpiryServer or
+// ExpiryObserved.
+func (s *Store) Expiry() ExpiryMode { return s.mode }
+
+// Close stops every watch (closing their channels), closes the connection
+// if Dial made it, and makes every later call return lease.ErrClosed. It is
+// idempotent and waits at most Config.CloseTimeout; it returns an error
+// saying what did not stop in time. Leases are not released: they expire.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed.Store(true)
+		s.mu.Unlock()
+		s.stop()
+		done := make(chan struct{})
+		go func() { s.watches.Wait(); close(done) }()
+		timer := time.NewTimer(s.cfg.closeTimeout())
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			s.err = fmt.Errorf("natsstore: %d watches did not stop within %v", s.running.Load(), s.cfg.closeTimeout())
+		}
+		if s.ownConn && s.nc != nil {
+			s.nc.Close()
+		}
+	})
+	return s.err
+}
+
+// begin checks a call's common preconditions and bounds ctx by the store's
+// Timeout when it has no deadline.
+func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		return ctx, nil, err
+	}
+	if s.closed.Load() {
+		return ctx, nil, lease.ErrClosed
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout())
+	return ctx, cancel, nil
+}
