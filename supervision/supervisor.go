@@ -87,8 +87,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		s.onExit(m.pid, nil)
 	case restartDue:
 		if m.epoch == s.timerEpoch && s.state == StateRunning {
-			s.timer = nil
-			s.startDue()
+			s.startDue() // restarts only children whose due time has come
 		}
 	case *request:
 		s.onRequest(m)
