@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/supervision"
 )
 
 // Workload is what a LeaseSupervisor runs while it holds its lease: a
@@ -167,4 +168,40 @@ func stopAndWait(sys *actor.ActorSystem, stop func(*actor.PID), pid *actor.PID, 
 	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
 	stop(pid)
 	return f.Wait() == nil
+}
+
+// WorkloadTree runs a supervision tree as the workload. build is called at
+// the start of every term with the term's grant, so that the tree's
+// children can capture it: g.Context ends with the lease's cause, and
+// g.Hold.Token gives the token before each fenced write (it fails as soon
+// as the lease is lost). The tree's root supervisor is the Workload child.
+// On poison or shutdown it is stopped with a bounded wait (its own stop is
+// bounded by its children's Shutdown times); when it escalates (its
+// intensity exceeded) the term ends like a workload exit. An error from
+// build ends the term the same way.
+func WorkloadTree(build func(g Granted) (*supervision.Tree, error)) Workload {
+	return treeWorkload{build: build}
+}
+
+type treeWorkload struct {
+	build func(Granted) (*supervision.Tree, error)
+}
+
+func (w treeWorkload) validate() error {
+	if w.build == nil {
+		return &lease.FieldError{Field: "Workload", Reason: "WorkloadTree(nil)"}
+	}
+	return nil
+}
+
+func (w treeWorkload) start(c actor.Context, term uint64, g Granted) workloadInstance {
+	tree, err := w.build(g)
+	if err == nil && tree == nil {
+		err = fmt.Errorf("%w: WorkloadTree: build returned no tree", lease.ErrInvalid)
+	}
+	if err != nil {
+		err = fmt.Errorf("actors: building the workload tree: %w", err)
+		return funcWorkload{fn: func(context.Context, lease.Token) error { return err }}.start(c, term, g)
+	}
+	return propsInstance{actor: c.Spawn(tree.Props())}
 }

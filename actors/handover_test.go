@@ -1,0 +1,118 @@
+package actors
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/lease/leasetest"
+)
+
+// eventsOf returns the events of one owner.
+func eventsOf[T Event](r *recorder, owner string) ([]T, []time.Time) {
+	evs, at := all[T](r)
+	var out []T
+	var outAt []time.Time
+	for i, ev := range evs {
+		if _, o := ev.Lease(); o == owner {
+			out = append(out, ev)
+			outAt = append(outAt, at[i])
+		}
+	}
+	return out, outAt
+}
+
+func TestStandbyTakesOverThroughTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		lc := lease.Config{TTL: 10 * time.Second, StandbyRetryInterval: time.Minute}
+		a, b := &counter{}, &counter{}
+		runA := start(r.supervisor(t, r.config("node-a", a.workload(), lc)))
+		synctest.Wait()
+		runB := start(r.supervisor(t, r.config("node-b", b.workload(), lc)))
+		time.Sleep(5 * time.Second)
+		require.Equal(t, "node-a", r.holder())
+		standby, _ := eventsOf[Standby](r.rec, "node-b")
+		require.Len(t, standby, 1)
+		assert.Equal(t, "node-a", standby[0].Owner)
+
+		require.NoError(t, runA.stop())
+		synctest.Wait()
+		_, releasedAt := eventsOf[Released](r.rec, "node-a")
+		acquired, acquiredAt := eventsOf[Acquired](r.rec, "node-b")
+		require.Len(t, acquired, 1)
+		assert.Equal(t, releasedAt[0], acquiredAt[0], "B took over in the same instant, not after a poll")
+		assert.True(t, acquired[0].Handover)
+		aAcq, _ := eventsOf[Acquired](r.rec, "node-a")
+		assert.Greater(t, acquired[0].Token, aAcq[0].Token)
+		assert.EqualValues(t, 1, b.started.Load())
+		require.NoError(t, runB.stop())
+	})
+}
+
+func TestStandbyPollsWhenTheWatchIsSilent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(r *supRig) lease.Store
+	}{
+		{"silenced watch", func(r *supRig) lease.Store { r.faults.SilenceWatch(true); return r.faults }},
+		{"store without watch", func(r *supRig) lease.Store { return struct{ lease.Store }{r.faults} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newSupRig(t)
+				lc := lease.Config{TTL: 10 * time.Second, StandbyRetryInterval: 4 * time.Second}
+				runA := start(r.supervisor(t, r.config("node-a", (&counter{}).workload(), lc)))
+				synctest.Wait()
+				cfgB := r.config("node-b", (&counter{}).workload(), lc)
+				cfgB.Store = tc.store(r)
+				runB := start(r.supervisor(t, cfgB))
+				time.Sleep(10 * time.Second)
+				require.NoError(t, runA.stop())
+				stoppedA := time.Now()
+				time.Sleep(10 * time.Second)
+				_, acquiredAt := eventsOf[Acquired](r.rec, "node-b")
+				require.Len(t, acquiredAt, 1)
+				wait := acquiredAt[0].Sub(stoppedA)
+				assert.Greater(t, wait, time.Duration(0), "no watch: not at once")
+				assert.LessOrEqual(t, wait, 5*time.Second, "within the jittered retry interval (5/4 of 4 s)")
+				require.NoError(t, runB.stop())
+			})
+		})
+	}
+}
+
+func TestStandbyTakesOverAfterExpiryThroughTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		lc := lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, StandbyRetryInterval: time.Minute}
+		a := &counter{}
+		cut := leasetest.NewFaultStore(r.mem) // A's own connection to the store
+		cfgA := r.config("node-a", a.workload(), lc)
+		cfgA.Store = cut
+		cfgA.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		runA := start(r.supervisor(t, cfgA))
+		synctest.Wait()
+		runB := start(r.supervisor(t, r.config("node-b", (&counter{}).workload(), lc)))
+		time.Sleep(3 * time.Second)                        // one renewal, at 2 s
+		cut.FailAll(leasetest.OpAll, lease.ErrUnavailable) // A is partitioned from the store
+		time.Sleep(30 * time.Second)
+
+		renewedA, renewedAt := eventsOf[Renewed](r.rec, "node-a")
+		require.NotEmpty(t, renewedA)
+		expiry := renewedAt[len(renewedAt)-1].Add(lc.TTL)
+		_, acquiredAt := eventsOf[Acquired](r.rec, "node-b")
+		require.Len(t, acquiredAt, 1)
+		assert.Equal(t, expiry, acquiredAt[0], "B acquired when the key expired, woken by the watch")
+		require.Len(t, a.stoppedAt, 1)
+		assert.True(t, a.stoppedAt[0].Before(acquiredAt[0]), "A's workload stopped before B could start")
+		assert.ErrorIs(t, a.lastCause(), lease.ErrLost)
+		require.NoError(t, runB.stop())
+		cut.Heal()
+		require.NoError(t, runA.stop())
+	})
+}
