@@ -16,8 +16,9 @@ type Tenure struct {
 	Token              uint64
 	Acquired           int64 // return of the acquire that took the lease
 	ValidUntil         int64 // the last validity the holder claimed
-	// Relinquished is the earliest of the release call and the death of the
-	// process; record.Never if neither happened.
+	// Relinquished is the call of the release; record.Never if none. The
+	// death of the process does not end the claim: a write it sent before
+	// dying may still land, and the lease stays its own until it expires.
 	Relinquished int64
 	ReleaseCall  int64 // call of the first release; 0 if none
 	WorkStart    int64 // first workload start under this token; 0 if none
@@ -140,16 +141,6 @@ func tenures(h record.History) []Tenure {
 			}
 			if t.WorkStop == record.Never || w.Stop > t.WorkStop {
 				t.WorkStop = w.Stop
-			}
-		}
-	}
-	for _, m := range h.Marks {
-		if m.Kind != record.MarkKill {
-			continue
-		}
-		for i := range ts {
-			if ts[i].Proc == m.Proc && ts[i].Acquired <= m.At {
-				ts[i].Relinquished = min(ts[i].Relinquished, m.At)
 			}
 		}
 	}

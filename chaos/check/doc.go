@@ -4,8 +4,9 @@
 //
 // Check builds one tenure per acquisition (lease, token) from the holders'
 // store operations, each with the validity interval its holder claimed on
-// the reference clock: from the return of the acquire to the earliest of its
-// last claimed ValidUntil, its release call and its process's death. It then
+// the reference clock: from the return of the acquire to the earlier of its
+// last claimed ValidUntil and its release call (a killed holder's claim runs
+// on: a write it sent before dying may still land). It then
 // reports as violations:
 //
 //   - two tenures of one lease whose intervals overlap (unless an operator

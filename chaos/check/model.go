@@ -12,8 +12,12 @@ import (
 // keyState is the model's view of one lease key.
 type keyState struct {
 	Held, Corrupt bool
-	Owner         string
-	Token, Rev    uint64 // 0 when a write of unknown outcome may have changed them
+	// Tomb marks a key an operator deleted or purged: a store may keep
+	// contenders waiting (standby, owner unknown) because the owner it was
+	// taken from may still be acting.
+	Tomb       bool
+	Owner      string
+	Token, Rev uint64 // 0 when a write of unknown outcome may have changed them
 	// MaxRev is a lower bound of the highest revision the store has used:
 	// every new acquisition's token must exceed it.
 	MaxRev uint64
@@ -117,7 +121,7 @@ func step(s keyState, op record.Op) []keyState {
 			}
 			return nil
 		case record.ResultStandby:
-			if s.Corrupt || (s.Held && (op.OutOwner == s.Owner || op.OutOwner == "")) {
+			if s.Corrupt || (s.Held && (op.OutOwner == s.Owner || op.OutOwner == "")) || (s.Tomb && op.OutOwner == "") {
 				return []keyState{s}
 			}
 			return nil
@@ -162,7 +166,7 @@ func step(s keyState, op record.Op) []keyState {
 		}
 		return nil
 	case record.OpDelete, record.OpPurge, record.OpGarbage:
-		after := keyState{MaxRev: s.MaxRev}
+		after := keyState{MaxRev: s.MaxRev, Tomb: true}
 		if !s.free() {
 			after.MaxRev++ // the marker or value takes a revision
 		}

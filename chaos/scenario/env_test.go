@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -263,6 +264,9 @@ func (e *env) judge(h record.History, desc string, runs int, notes string, cause
 	}
 	if lin == porcupine.Illegal {
 		row.Violations++
+		if b, err := json.MarshalIndent(h, "", " "); err == nil {
+			_ = os.WriteFile(filepath.Join(os.TempDir(), "chaos-"+e.name+"-history.json"), b, 0o644)
+		}
 		path := filepath.Join(os.TempDir(), "chaos-"+e.name+"-linearizability.html")
 		if err := porcupine.VisualizePath(check.Model.ToModel(), info, path); err == nil {
 			e.t.Errorf("%s: the store history is not linearizable; see %s", e.name, path)
@@ -307,5 +311,3 @@ func fullOnly(t *testing.T) {
 		t.Skip("part of the full suite only (-chaos.full, make chaos)")
 	}
 }
-
-
