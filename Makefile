@@ -15,6 +15,7 @@ run:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+	cd chaos && $(GO) vet ./... && $(GO) test -race -count=1 -short ./...
 
 ## lint: gofmt, go vet and staticcheck (fetched at a pinned version)
 lint:
@@ -32,6 +33,10 @@ cover:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 $(PKGS) | tee bench.out
 	$(GO) run $(BENCHSTAT) bench.out
+
+## chaos: the full fault-injection suite (module chaos/); regenerates docs/reliability.md
+chaos:
+	cd chaos && $(GO) test -race -count=1 -timeout 60m ./scenario -chaos.full -chaos.report ../../docs/reliability.md
 
 tidy:
 	$(GO) mod tidy

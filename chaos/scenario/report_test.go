@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -50,6 +51,9 @@ func writeReport(path string) error {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", r.Scenario, r.Description)
 	}
 	b.WriteString(reportFooter)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
