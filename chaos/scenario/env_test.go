@@ -248,16 +248,20 @@ func (e *env) finish(desc string, runs int, notes string, causes ...string) repo
 	h.Writes = e.fence.Writes()
 	h.Marks = append(h.Marks, e.marks...)
 	sort.SliceStable(h.Marks, func(i, j int) bool { return h.Marks[i].At < h.Marks[j].At })
-	return e.judge(h, desc, runs, notes, causes...)
+	row := judge(e.t, e.name, h, h.Ops, desc, runs, notes, causes...)
+	addRow(row)
+	return row
 }
 
-// judge checks h and reports the row; every violation fails the test.
-func (e *env) judge(h record.History, desc string, runs int, notes string, causes ...string) report.Row {
-	e.t.Helper()
+// judge checks h (and linOps, the store operations on the store's clock,
+// for porcupine) and returns the row; every violation fails the test.
+func judge(t *testing.T, name string, h record.History, linOps []record.Op, desc string, runs int, notes string,
+	causes ...string) report.Row {
+	t.Helper()
 	res := check.Check(h)
-	lin, info := check.Linearizable(h.Ops, linTime)
+	lin, info := check.Linearizable(linOps, linTime)
 	row := report.Row{
-		Scenario: e.name, Description: desc, Runs: runs, Handovers: len(res.Handovers),
+		Scenario: name, Description: desc, Runs: runs, Handovers: len(res.Handovers),
 		Violations: len(res.Violations), Takeover: check.Summarize(check.Latencies(res.Handovers, causes...)),
 		Cause: strings.Join(causes, ", "), Linearizable: linVerdict(lin), LateStops: res.LateStops,
 		Excused: res.Excused, Notes: notes,
@@ -265,25 +269,24 @@ func (e *env) judge(h record.History, desc string, runs int, notes string, cause
 	if lin == porcupine.Illegal {
 		row.Violations++
 		if b, err := json.MarshalIndent(h, "", " "); err == nil {
-			_ = os.WriteFile(filepath.Join(os.TempDir(), "chaos-"+e.name+"-history.json"), b, 0o644)
+			_ = os.WriteFile(filepath.Join(os.TempDir(), "chaos-"+name+"-history.json"), b, 0o644)
 		}
-		path := filepath.Join(os.TempDir(), "chaos-"+e.name+"-linearizability.html")
+		path := filepath.Join(os.TempDir(), "chaos-"+name+"-linearizability.html")
 		if err := porcupine.VisualizePath(check.Model.ToModel(), info, path); err == nil {
-			e.t.Errorf("%s: the store history is not linearizable; see %s", e.name, path)
+			t.Errorf("%s: the store history is not linearizable; see %s", name, path)
 		} else {
-			e.t.Errorf("%s: the store history is not linearizable (%v)", e.name, err)
+			t.Errorf("%s: the store history is not linearizable (%v)", name, err)
 		}
 	}
 	for i, v := range res.Violations {
 		if i == 20 {
-			e.t.Errorf("... and %d more", len(res.Violations)-i)
+			t.Errorf("... and %d more", len(res.Violations)-i)
 			break
 		}
-		e.t.Errorf("%s: %v", e.name, v)
+		t.Errorf("%s: %v", name, v)
 	}
-	e.t.Logf("%s: %d runs, %d handovers, %d violations, takeover %+v, linearizable %s, %d ops, %d writes",
-		e.name, row.Runs, row.Handovers, row.Violations, row.Takeover, row.Linearizable, len(h.Ops), len(h.Writes))
-	addRow(row)
+	t.Logf("%s: %d runs, %d handovers, %d violations, takeover %+v, linearizable %s, %d ops, %d writes",
+		name, row.Runs, row.Handovers, row.Violations, row.Takeover, row.Linearizable, len(h.Ops), len(h.Writes))
 	return row
 }
 

@@ -22,9 +22,18 @@ var (
 	// bins are the holder and server commands, built once per run.
 	bins map[string]string
 
-	rowsMu sync.Mutex
-	rows   []report.Row
+	rowsMu   sync.Mutex
+	rows     []report.Row
+	controls []report.Row
 )
+
+// addControl records a control run, whose violations are expected and
+// shown apart.
+func addControl(r report.Row) {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	controls = append(controls, r)
+}
 
 func addRow(r report.Row) {
 	rowsMu.Lock()

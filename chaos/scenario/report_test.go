@@ -25,10 +25,12 @@ var goals = report.Goals{
 func writeReport(path string) error {
 	rowsMu.Lock()
 	rs := slices.Clone(rows)
+	cs := slices.Clone(controls)
 	rowsMu.Unlock()
 	order := []string{"kill-idle", "kill-mid-renewal", "pause-0.5x-ttl", "pause-1x-ttl", "pause-3x-ttl",
 		"server-kill", "net-drop", "net-blackhole", "net-delay-100ms", "net-delay-1500ms", "net-lost-responses",
-		"tamper-delete", "tamper-purge", "tamper-garbage", "graceful", "herd-100"}
+		"tamper-delete", "tamper-purge", "tamper-garbage", "clock-fast-10pct", "clock-slow-5pct", "clock-slow-9pct",
+		"graceful", "herd-100"}
 	slices.SortStableFunc(rs, func(a, b report.Row) int {
 		ia, ib := slices.Index(order, a.Scenario), slices.Index(order, b.Scenario)
 		if ia < 0 {
@@ -46,6 +48,14 @@ func writeReport(path string) error {
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), ttl, renew, ttl/10)
 	b.WriteString("## Results\n")
 	b.WriteString(report.Markdown(rs, goals, ""))
+	if len(cs) > 0 {
+		b.WriteString("\n## Controls\n\nRuns built to break an invariant, to show that the checker sees it " +
+			"(their violations are expected and not counted above):\n\n")
+		for _, c := range cs {
+			fmt.Fprintf(&b, "- %s: %d runs, %d handovers, %d violations. %s.\n", c.Scenario, c.Runs, c.Handovers,
+				c.Violations, c.Notes)
+		}
+	}
 	b.WriteString("\n## Scenarios\n\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", r.Scenario, r.Description)
