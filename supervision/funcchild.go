@@ -44,6 +44,12 @@ func (f *funcActor) Receive(ctx actor.Context) {
 }
 
 func (f *funcActor) start(ctx actor.Context) {
+	// Tell the supervisor (the parent link) at once that this child has
+	// started, before fn can fail: an immediate error is then a failure of
+	// a started child, never a start failure.
+	if parent := ctx.Parent(); parent != nil {
+		ctx.Send(parent, &actor.Touched{Who: ctx.Self()})
+	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	f.cancel, f.done = cancel, make(chan struct{})
 	self, root := ctx.Self(), ctx.ActorSystem().Root

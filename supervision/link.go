@@ -164,7 +164,10 @@ func (l *link) SendUserMessage(_ *actor.PID, message any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.recs[t.Who]; r != nil && !r.isReady {
+	// It may be ready before spawnChild tracks it. A Touched is always
+	// sent before the Terminated of the same incarnation, so this never
+	// recreates a forgotten record.
+	if r := l.recLocked(t.Who); !r.isReady {
 		r.isReady = true
 		close(r.ready)
 	}
@@ -181,16 +184,16 @@ func (l *link) SendSystemMessage(_ *actor.PID, message any) {
 		}
 		reason := reasonOf(m.Reason, debug.Stack)
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		r := l.recLocked(m.Who)
-		forward := !r.isFailed && !r.abandoned && !l.closed
-		if !r.isFailed {
-			r.isFailed = true
-			r.reason = reason
-			close(r.failed)
+		if r.isFailed {
+			return
 		}
-		l.mu.Unlock()
-		if forward && l.owner != nil {
-			l.sys.Root.Send(l.owner, childFailed{m.Who, reason})
+		r.isFailed = true
+		r.reason = reason
+		close(r.failed)
+		if !r.abandoned {
+			l.forwardLocked(childFailed{m.Who, reason})
 		}
 	case *actor.Terminated:
 		if m.Who == nil {
@@ -207,9 +210,10 @@ func (l *link) SendSystemMessage(_ *actor.PID, message any) {
 		abandoned := r.abandoned
 		if abandoned {
 			delete(l.recs, m.Who)
+		} else {
+			l.forwardLocked(childExited{m.Who})
 		}
 		unregister := abandoned && l.closed && !l.anyAbandonedLocked()
-		forward := !abandoned && !l.closed
 		l.mu.Unlock()
 		if abandoned && l.inst != nil {
 			l.inst.resolve(m.Who)
@@ -217,9 +221,16 @@ func (l *link) SendSystemMessage(_ *actor.PID, message any) {
 		if unregister {
 			l.sys.ProcessRegistry.Remove(l.pid)
 		}
-		if forward && l.owner != nil {
-			l.sys.Root.Send(l.owner, childExited{m.Who})
-		}
+	}
+}
+
+// forwardLocked sends msg to the supervisor unless the link is closed. It
+// is called with l.mu held, so that once close has returned (the supervisor
+// is stopping) nothing more is sent to it: a message sent to an actor that
+// is gone is a dead letter.
+func (l *link) forwardLocked(msg any) {
+	if l.owner != nil && !l.closed {
+		l.sys.Root.Send(l.owner, msg)
 	}
 }
 

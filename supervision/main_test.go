@@ -2,12 +2,14 @@ package supervision_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -72,8 +74,9 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan error
 
-	mu     sync.Mutex
-	events []supervision.Event
+	mu          sync.Mutex
+	events      []supervision.Event
+	deadLetters []string // a quiet library sends none
 }
 
 // start runs spec in sys (a new quiet one) until stop is called. Call it in
@@ -81,6 +84,13 @@ type running struct {
 func start(t *testing.T, spec supervision.Spec, opts supervision.Options) *running {
 	t.Helper()
 	r := &running{t: t, sys: actorsys.New(nil), done: make(chan error, 1)}
+	r.sys.EventStream.Subscribe(func(m any) {
+		if d, ok := m.(*actor.DeadLetterEvent); ok && d.Sender == nil {
+			r.mu.Lock()
+			r.deadLetters = append(r.deadLetters, fmt.Sprintf("%T to %s", d.Message, d.PID.GetId()))
+			r.mu.Unlock()
+		}
+	})
 	opts.System = r.sys.ActorSystem
 	opts.Hooks = append(opts.Hooks, r.record)
 	tree, err := supervision.New(spec, opts)
@@ -145,17 +155,19 @@ func (r *running) send(path string, msg any) {
 // stop cancels Run and returns its error, then shuts the system down.
 func (r *running) stop() error {
 	r.cancel()
-	err := <-r.done
-	r.sys.Shutdown()
-	synctest.Wait()
-	return err
+	return r.wait()
 }
 
-// wait returns Run's error once Run has returned by itself.
+// wait returns Run's error once Run has returned, then shuts the system
+// down. It fails the test if the tree sent dead letters: protoactor-go logs
+// them, and its dead-letter throttle would outlive the synctest bubble.
 func (r *running) wait() error {
 	err := <-r.done
 	r.sys.Shutdown()
 	synctest.Wait()
+	r.mu.Lock()
+	assert.Empty(r.t, r.deadLetters, "dead letters")
+	r.mu.Unlock()
 	return err
 }
 

@@ -174,8 +174,15 @@ func (s *supervisor) startChild(c *child) error {
 	defer timeout.Stop()
 	select {
 	case <-rec.ready:
-	case <-rec.exited: // exited at once; its childExited message follows
 	case <-rec.failed:
+	case <-rec.exited:
+	case <-timeout.C:
+	}
+	// Ready wins: a child that failed after it processed Started has
+	// started, and its failure is handled as any other.
+	switch {
+	case closed(rec.ready):
+	case closed(rec.failed):
 		s.stopIncarnation(c, pid, c.incarnation+1)
 		c.state = StateStopped
 		var se *StartError
@@ -183,7 +190,10 @@ func (s *supervisor) startChild(c *child) error {
 			return reason
 		}
 		return &StartError{Path: c.path, Reason: rec.failure()}
-	case <-timeout.C:
+	case closed(rec.exited):
+		// It stopped itself at once: started, then a normal exit, which
+		// its childExited message will report.
+	default:
 		s.stopIncarnation(c, pid, c.incarnation+1)
 		c.state = StateStopped
 		return &StartError{Path: c.path, Reason: fmt.Errorf("not started within %v", c.spec.StartTimeout)}
@@ -194,6 +204,15 @@ func (s *supervisor) startChild(c *child) error {
 	c.bo.Started(time.Now())
 	s.publish()
 	return nil
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // stopIncarnation stops pid and waits, at most c's shutdown time, for it
