@@ -2,6 +2,38 @@
 // LeaseSupervisor keeps a workload running on exactly one instance of a
 // fleet, and the Watchdog keeps one held lease alive.
 //
+// # The tree
+//
+//	your supervision tree
+//	└── LeaseSupervisor(lease "billing.outbox")   standby <-> leading
+//	    ├── Watchdog                              renews; sends Poison to its parent
+//	    └── Workload                              WorkloadFunc, WorkloadProps or WorkloadTree,
+//	                                              alive only while the lease is held
+//
+// A LeaseSupervisor is made by NewLeaseSupervisor. Spawn its Props as a
+// child anywhere (a supervision.ChildSpec.Props, for example), or call Run
+// from plain Go:
+//
+//	sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
+//		Lease:    lease.Config{LeaseID: "billing.outbox", OwnerID: lease.NewOwnerID()},
+//		Store:    store, // a natsstore.Store
+//		Workload: actors.WorkloadFunc(dispatch),
+//		Logger:   logger,
+//	})
+//	err = sup.Run(ctx)
+//
+// Standby tries to acquire, wakes on the store's watch (a lease.Watcher)
+// and polls every jittered StandbyRetryInterval. Leading starts the
+// Watchdog, then the Workload. When the Watchdog poisons the lease, token
+// reads fail at once, the workload's context is cancelled with a cause
+// matching lease.ErrLost, the workload is stopped within StopTimeout and
+// before the validity ends, and the RestartPolicy brings the supervisor back
+// to standby after a jittered, capped backoff, or escalates to its parent
+// after too many restarts. Shutdown stops the workload (bounded) and then
+// releases the lease with a compare-and-swap, never after its validity has
+// ended. A workload that does not stop in time is reported and its lease
+// left to expire.
+//
 // # Hold and Watchdog
 //
 // A Hold is the shared state of one held lease: its lease.Lease (whose
@@ -25,6 +57,9 @@
 //	_ = parentCtx.StopFuture(dog).Wait()       // the renewal in flight, if any, is aborted
 //	err = actors.ReleaseHold(ctx, store, hold) // compare-and-swap, only while valid
 //
+// A Watchdog keeps one timer and no goroutine of its own; an idle one
+// costs about 1.7 KB with its Hold (BenchmarkWatchdogFootprint).
+//
 // # Timing
 //
 // With the lease.Config of a lease: the owner may act until ValidUntil =
@@ -34,4 +69,14 @@
 // jittered backoff; and poisons at the renew deadline, ValidUntil -
 // StopTimeout, which leaves StopTimeout to stop the workload before
 // another owner can acquire.
+//
+// # Events, logs and metrics
+//
+// Every actor reports typed Events (Acquired, Standby, Renewed,
+// RenewalFailed, Poisoned, Released, NotReleased, WorkloadStopTimeout,
+// WorkloadExited, Restarting, Escalated) through a hook; its log records
+// carry lease_id, owner_id and, while leading, token. The LeaseSupervisor
+// counts acquisitions, renewals, renewal failures, losses and handovers
+// through the OpenTelemetry metric API (MetricAcquisitions and the other
+// names), on SupervisorConfig.MeterProvider or a no-op provider.
 package actors
