@@ -1,0 +1,156 @@
+package lock
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/lease"
+)
+
+// DefaultCloseTimeout bounds Close when its context has no deadline.
+const DefaultCloseTimeout = 10 * time.Second
+
+// maxNodeIDLen leaves room in an owner ID (at most 255 bytes) for the
+// instance and sequence suffix.
+const maxNodeIDLen = 200
+
+// Config configures a Locker. The zero value works: a random node ID, locks
+// named by their resource alone, the lease defaults (TTL 30 s, renewal every
+// 10 s), and an actor system of the Locker's own. Config is taken by value
+// and never modified.
+type Config struct {
+	// NodeID names this process on every guard and in every owner ID it
+	// writes: printable ASCII without spaces, at most 200 bytes. "" means
+	// lease.NewOwnerID(). Each acquisition's owner ID is NodeID, a random
+	// instance suffix fresh for every Locker, and a sequence number, so that
+	// two guards never share an owner ID, even across restarts with the
+	// same NodeID.
+	NodeID string
+
+	// Prefix is prepended to every resource to make its lease ID (for
+	// example "lock." to keep locks apart from singleton leases in the same
+	// bucket). The result must be a valid lease ID (lease.ValidateLeaseID).
+	Prefix string
+
+	// TTL is the default lease TTL of a lock; WithTTL overrides it per
+	// lock. 0 means lease.DefaultTTL (30 s).
+	TTL time.Duration
+
+	// RenewInterval, SafetyMargin and StopTimeout are those of
+	// lease.Config, with its defaults and normalisation, applied to each
+	// lock's TTL: the watchdog renews every min(RenewInterval, TTL/2), and
+	// gives up at TTL - SafetyMargin - StopTimeout after the last success.
+	RenewInterval time.Duration
+	SafetyMargin  time.Duration
+	StopTimeout   time.Duration
+
+	// RetryInterval is the longest pause between two polls of a waiting
+	// Acquire, which is otherwise woken by the store's watch (when the store
+	// is a lease.Watcher). Polls back off exponentially with jitter up to
+	// it. 0 means lease.DefaultStandbyRetryInterval (5 s); WithRetryInterval
+	// overrides it per call.
+	RetryInterval time.Duration
+
+	// System is the actor system the watchdogs run in. nil means a quiet
+	// system of the Locker's own, shut down by Close; a given system is not
+	// shut down.
+	System *actor.ActorSystem
+
+	// Logger receives the Locker's and the watchdogs' records. nil discards
+	// them.
+	Logger *slog.Logger
+
+	// OnEvent, when not nil, receives the lock's events: actors.Acquired,
+	// actors.Released and actors.NotReleased from the Locker and its
+	// guards, and actors.Renewed, actors.RenewalFailed and actors.Poisoned
+	// from the watchdogs, on their goroutines. It must not block.
+	OnEvent func(actors.Event)
+}
+
+// leaseConfig returns the lease.Config of one lock.
+func (c Config) leaseConfig(leaseID, owner string, ttl, retry time.Duration) lease.Config {
+	if ttl <= 0 {
+		ttl = c.TTL
+	}
+	if retry <= 0 {
+		retry = c.RetryInterval
+	}
+	return lease.Config{
+		LeaseID: leaseID, OwnerID: owner, TTL: ttl, RenewInterval: c.RenewInterval,
+		StandbyRetryInterval: retry, SafetyMargin: c.SafetyMargin, StopTimeout: c.StopTimeout,
+	}
+}
+
+// Validate reports the first problem with c; it matches lease.ErrInvalid.
+func (c Config) Validate() error {
+	if c.NodeID != "" {
+		if err := lease.ValidateOwnerID(c.NodeID); err != nil {
+			return &lease.FieldError{Field: "NodeID", Reason: strings.TrimPrefix(err.Error(), "lease: invalid OwnerID: ")}
+		}
+		if len(c.NodeID) > maxNodeIDLen {
+			return &lease.FieldError{Field: "NodeID", Reason: "is " + strconv.Itoa(len(c.NodeID)) +
+				" bytes long, at most " + strconv.Itoa(maxNodeIDLen) + " allowed"}
+		}
+	}
+	if c.Prefix != "" {
+		if err := lease.ValidateLeaseID(c.Prefix + "x"); err != nil {
+			return &lease.FieldError{Field: "Prefix", Reason: "with a resource it must make a valid lease ID: " + err.Error()}
+		}
+	}
+	if c.RetryInterval < 0 {
+		return &lease.FieldError{Field: "RetryInterval", Reason: "must not be negative, got " + c.RetryInterval.String()}
+	}
+	return c.leaseConfig("x", "x", 0, 0).Validate()
+}
+
+// Option changes one Acquire or TryAcquire call.
+type Option func(*options)
+
+type options struct {
+	ttl   time.Duration
+	retry time.Duration
+}
+
+// WithTTL sets the lease TTL of this lock instead of Config.TTL. The
+// Config's margins must fit it (see lease.Config.Validate); a store may
+// have a floor of its own (natsstore: 1 s).
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+
+// WithRetryInterval sets the longest pause between polls of this Acquire
+// instead of Config.RetryInterval.
+func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
+
+// newInstance returns the random part of a Locker's owner IDs: 16 hex
+// characters from crypto/rand.
+func newInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// ownerID returns the owner ID of acquisition seq: node/instance/seq, with
+// seq in base 36.
+func ownerID(node, instance string, seq uint64) string {
+	return node + "/" + instance + "/" + strconv.FormatUint(seq, 36)
+}
+
+// NodeOf returns the node ID inside an owner ID written by this package
+// (node/instance/sequence), or "" for any other owner ID.
+func NodeOf(owner string) string {
+	i := strings.LastIndexByte(owner, '/')
+	if i <= 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(owner[:i], '/')
+	if j <= 0 {
+		return ""
+	}
+	return owner[:j]
+}

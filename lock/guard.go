@@ -1,0 +1,191 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/lease"
+)
+
+// Guard is one held lock. Its watchdog renews the lease until the guard is
+// released, or poisons it when renewals cannot succeed in time or the store
+// says the lease is lost. From that moment Token fails, Lost is closed and
+// Context is cancelled with the cause.
+//
+// A Guard is safe for concurrent use. A guard that is never released is
+// renewed until its Locker closes.
+type Guard struct {
+	l        *Locker
+	hold     *actors.Hold
+	resource string
+
+	mu       sync.Mutex
+	dog      *actor.PID // set by the keeper before the guard is handed out
+	released bool       // a release reached a final answer: relErr
+	relErr   error
+}
+
+// Token returns the fencing token of this acquisition while the lock is
+// held and valid. It fails with ErrReleased once released, with an error
+// matching lease.ErrLost (an *actors.LostError) once poisoned, and with
+// actors.ErrExpired (also matching lease.ErrLost) once the validity has
+// passed without a renewal. Read it before every fenced write.
+func (g *Guard) Token() (lease.Token, error) { return g.hold.Token() }
+
+// Lost returns a channel that is closed when the guard ends: poisoned
+// (the lock is lost) or released.
+func (g *Guard) Lost() <-chan struct{} { return g.hold.Lost() }
+
+// Context returns a context cancelled when the guard ends, with the cause
+// (context.Cause): an error matching lease.ErrLost when the lock was lost,
+// ErrReleased when it was released. Run the critical section under it.
+func (g *Guard) Context() context.Context { return g.hold.Context() }
+
+// Err returns nil while the guard is held, and the cause once it has ended.
+func (g *Guard) Err() error { return g.hold.Err() }
+
+// Remaining returns how long the lock stays valid without another
+// renewal, on this process's monotonic clock, or 0 once it has ended or
+// expired.
+func (g *Guard) Remaining() time.Duration { return g.hold.Remaining() }
+
+// ValidUntil returns until when the holder may act: the send time of the
+// last successful acquire or renew, plus its TTL, minus the safety margin.
+func (g *Guard) ValidUntil() time.Time { return g.hold.ValidUntil() }
+
+// TTL returns the TTL the watchdog renews with (changed by Extend).
+func (g *Guard) TTL() time.Duration { return g.hold.TTL() }
+
+// NodeID returns the node ID of the Locker that holds the lock.
+func (g *Guard) NodeID() string { return g.l.node }
+
+// OwnerID returns the owner ID of this acquisition, as written in the
+// store: node ID, Locker instance and sequence number.
+func (g *Guard) OwnerID() string { return g.hold.Lease().OwnerID }
+
+// Resource returns the resource the lock is named after.
+func (g *Guard) Resource() string { return g.resource }
+
+// Fenced reads the token and runs write with it under f (lease.Fence.Do):
+// write runs only while the lock is held and valid, and only if f has not
+// admitted a newer token. It returns Token's error, a stale-token error
+// matching lease.ErrStaleToken, or write's error.
+func (g *Guard) Fenced(f *lease.Fence, write func(lease.Token) error) error {
+	token, err := g.Token()
+	if err != nil {
+		return fmt.Errorf("lock: %s: %w", g.resource, err)
+	}
+	return f.Do(token, func() error { return write(token) })
+}
+
+// Extend renews the lock at once with ttl, and makes the watchdog renew
+// with ttl from then on. It returns nil when the renewal with ttl
+// succeeded. An error matching lease.ErrInvalid means ttl does not fit the
+// lock's margins and nothing changed; any other error means the renewal
+// with ttl has not succeeded yet: the watchdog keeps ttl and goes on
+// retrying, or has poisoned the guard (the error then matches
+// lease.ErrLost).
+//
+// A TTL below the store's own floor (natsstore: 1 s) is refused by the
+// store as invalid, which the watchdog treats as a store error: it poisons
+// the guard. Check the floor of your store first.
+func (g *Guard) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl <= 0 {
+		return &lease.FieldError{Field: "ttl", Reason: "must be positive, got " + ttl.String()}
+	}
+	if err := g.hold.Err(); err != nil {
+		return fmt.Errorf("lock: extend %s: %w", g.resource, err)
+	}
+	// The watchdog answers while it runs; when it stops, the Hold has
+	// ended and its context stops the wait.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(g.hold.Context(), func() { cancel(context.Cause(g.hold.Context())) })
+	defer stop()
+	if _, err := actors.RequestExtend(ctx, g.l.sys.Root, g.watchdog(), ttl); err != nil {
+		return fmt.Errorf("lock: extend %s to %v: %w", g.resource, ttl, err)
+	}
+	return nil
+}
+
+// Release gives the lock up: it ends the guard (Token fails with
+// ErrReleased from now on), stops its watchdog and deletes the key with a
+// compare-and-swap on the revision of the last renewal, so that a newer
+// owner's key is never deleted.
+//
+// It is idempotent: once a release has reached a final answer, later calls
+// return it. nil means the key was deleted. An error matching
+// lease.ErrLost means there was nothing of ours to delete: the lock had
+// been lost (poisoned, taken over or expired) and the store was not
+// changed. Another error (the store unavailable, ctx done) leaves the
+// outcome open: the key expires by its TTL, and a later Release retries
+// while the validity lasts. Release never deletes after the validity.
+func (g *Guard) Release(ctx context.Context) error { return g.release(ctx, true) }
+
+func (g *Guard) release(ctx context.Context, stopDog bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.released {
+		return g.relErr
+	}
+	g.hold.MarkReleased() // no token and no new renewal from now on; aborts a renewal in flight
+	if stopDog && g.dog != nil {
+		// Wait until the renewal in flight, if any, has finished, so that
+		// the revision does not move under the compare-and-swap.
+		bound := g.l.cfg.leaseConfig("", "", g.hold.Lease().TTL, 0).EffectiveStopTimeout()
+		if dl, ok := ctx.Deadline(); ok {
+			bound = min(bound, time.Until(dl))
+		}
+		if !stopAndWait(g.l.sys, g.dog, bound) {
+			g.l.log.Debug("lock: watchdog did not stop in time; releasing anyway", "lease_id", g.hold.Lease().ID)
+		}
+	}
+	err := actors.ReleaseHold(ctx, g.l.store, g.hold)
+	le := g.hold.Lease()
+	if err == nil || errors.Is(err, lease.ErrLost) || fatal(err) {
+		g.released, g.relErr = true, err
+	}
+	if err != nil {
+		err = fmt.Errorf("lock: release %s: %w", g.resource, err)
+		if g.released {
+			g.relErr = err
+		}
+		g.l.log.Debug("lock: not released", "lease_id", le.ID, "token", uint64(le.Token), "error", err)
+		g.l.emit(actors.NotReleased{Subject: subject(le), Token: le.Token, Err: err})
+		return err
+	}
+	g.l.log.Debug("lock: released", "lease_id", le.ID, "token", uint64(le.Token))
+	g.l.emit(actors.Released{Subject: subject(le), Token: le.Token})
+	return nil
+}
+
+// closeRelease releases g for Close, unless a release already reached a
+// final answer or g was lost before: tried reports whether it tried.
+func (g *Guard) closeRelease(ctx context.Context) (tried bool, err error) {
+	g.mu.Lock()
+	done := g.released
+	g.mu.Unlock()
+	var lost *actors.LostError
+	if done || errors.As(g.hold.Err(), &lost) {
+		return false, nil
+	}
+	return true, g.release(ctx, false)
+}
+
+func (g *Guard) watchdog() *actor.PID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dog
+}
+
+func (g *Guard) setWatchdog(pid *actor.PID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dog = pid
+}

@@ -1,0 +1,155 @@
+package lock
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/lease"
+)
+
+// keeper is the parent of a Locker's watchdogs: it starts one per held
+// lock, receives their Poison messages and stops them, and poisons the
+// guard of a watchdog that stopped by itself. It is the lock's counterpart
+// of the LeaseSupervisor in DESIGN.md §2.
+type keeper struct {
+	l       *Locker
+	self    *actor.PID
+	guards  map[guardKey]keptGuard
+	closing bool
+}
+
+// guardKey names a held lock: a lease ID and the token of one acquisition.
+// The watchdog's actor name is token@leaseID, so that its Terminated
+// message names its guard.
+type guardKey struct {
+	id    string
+	token lease.Token
+}
+
+type keptGuard struct {
+	g   *Guard
+	dog *actor.PID
+}
+
+// Messages to the keeper.
+type (
+	// spawnWatchdog starts the watchdog of a new guard; the answer is nil,
+	// or lease.ErrClosed once the Locker is closing.
+	spawnWatchdog struct {
+		g     *Guard
+		cfg   lease.Config
+		reply chan<- error
+	}
+	// closeKeeper refuses new watchdogs from now on, ends every Hold
+	// (MarkReleased) and answers the guards.
+	closeKeeper struct{ reply chan<- []*Guard }
+)
+
+func keeperProps(l *Locker) *actor.Props {
+	// A watchdog that fails is stopped, never restarted in place: its
+	// Terminated message then poisons its guard.
+	stop := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &keeper{l: l, guards: make(map[guardKey]keptGuard)}
+	}, actor.WithSupervisor(stop))
+}
+
+// Receive implements actor.Actor.
+func (k *keeper) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		k.self = c.Self()
+	case spawnWatchdog:
+		m.reply <- k.spawn(c, m)
+	case actors.Poison:
+		// The watchdog has poisoned the Hold (token reads fail, the guard's
+		// context is cancelled) and is idle: stop it.
+		if kg, ok := k.guards[guardKey{m.LeaseID, m.Token}]; ok {
+			c.Stop(kg.dog)
+		}
+	case *actor.Terminated:
+		k.terminated(m.Who)
+	case closeKeeper:
+		k.closing = true
+		out := make([]*Guard, 0, len(k.guards))
+		for _, kg := range k.guards {
+			kg.g.hold.MarkReleased()
+			out = append(out, kg.g)
+		}
+		m.reply <- out
+	case *actor.Stopped:
+		close(k.l.keeperDone)
+	}
+}
+
+func (k *keeper) spawn(c actor.Context, m spawnWatchdog) error {
+	if k.closing {
+		return lease.ErrClosed
+	}
+	le := m.g.hold.Lease()
+	props := actors.WatchdogProps(k.l.store, m.g.hold, m.cfg, k.l.cfg.Logger, k.l.cfg.OnEvent)
+	pid, err := c.SpawnNamed(props, strconv.FormatUint(uint64(le.Token), 10)+"@"+le.ID)
+	if err != nil {
+		return err
+	}
+	m.g.setWatchdog(pid)
+	k.guards[guardKey{le.ID, le.Token}] = keptGuard{g: m.g, dog: pid}
+	k.l.held.Add(1)
+	return nil
+}
+
+// terminated forgets the guard of a watchdog that stopped, and poisons it
+// if it was still held: its lease is no longer renewed.
+func (k *keeper) terminated(who *actor.PID) {
+	key, ok := parseWatchdogID(who.Id, k.self.Id)
+	if !ok {
+		return
+	}
+	kg, ok := k.guards[key]
+	if !ok || !kg.dog.Equal(who) {
+		return
+	}
+	delete(k.guards, key)
+	k.l.held.Add(-1)
+	h := kg.g.hold
+	if h.Poison(actors.PoisonStoreError, ErrWatchdogStopped) {
+		le := h.Lease()
+		k.l.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: watchdog stopped unexpectedly; lock poisoned",
+			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
+		k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: actors.PoisonStoreError, Err: h.Err()})
+	}
+}
+
+// parseWatchdogID reads the guard key from a watchdog's actor ID,
+// parent/token@leaseID.
+func parseWatchdogID(id, parent string) (guardKey, bool) {
+	name, ok := strings.CutPrefix(id, parent+"/")
+	if !ok {
+		return guardKey{}, false
+	}
+	token, leaseID, ok := strings.Cut(name, "@")
+	if !ok {
+		return guardKey{}, false
+	}
+	n, err := strconv.ParseUint(token, 10, 64)
+	if err != nil {
+		return guardKey{}, false
+	}
+	return guardKey{leaseID, lease.Token(n)}, true
+}
+
+// stopAndWait stops the actor at pid and waits at most timeout until it has
+// terminated (its current message handled). A dead PID answers at once.
+func stopAndWait(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration) bool {
+	f := actor.NewFuture(sys, max(timeout, time.Millisecond))
+	proc, _ := sys.ProcessRegistry.Get(pid) // a dead PID gives dead letters, which answer Terminated
+	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
+	sys.Root.Stop(pid)
+	return f.Wait() == nil
+}

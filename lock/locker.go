@@ -1,0 +1,438 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/internal/actorsys"
+	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/lease"
+)
+
+// Locker hands out distributed locks kept as leases in a lease.Store. Each
+// held lock has a Guard and a watchdog actor (actors.WatchdogProps) that
+// renews it; the watchdogs are children of one keeper actor per Locker,
+// which receives their Poison messages.
+//
+// A Locker is safe for concurrent use. Close it when done: it releases the
+// locks still held and stops the watchdogs.
+type Locker struct {
+	store    lease.Store
+	watcher  lease.Watcher // nil when the store cannot watch
+	cfg      Config
+	node     string
+	instance string
+	log      *slog.Logger
+	seq      atomic.Uint64
+	held     atomic.Int64 // locks with a live watchdog
+
+	sys        *actor.ActorSystem
+	own        *actorsys.System // nil when the system was given
+	keeper     *actor.PID
+	keeperDone chan struct{} // closed when the keeper actor has stopped
+
+	mu        sync.Mutex
+	closed    bool
+	closing   chan struct{} // closed when Close starts
+	calls     int           // Acquire and TryAcquire calls in progress
+	callsDone chan struct{} // closed once closed and calls == 0
+	closeDone chan struct{} // closed when Close has finished
+	closeErr  error
+}
+
+// New returns a Locker over store. If store is also a lease.Watcher,
+// waiting Acquire calls are woken by its watch. It returns an error
+// matching lease.ErrInvalid when cfg is invalid.
+func New(store lease.Store, cfg Config) (*Locker, error) {
+	if store == nil {
+		return nil, &lease.FieldError{Field: "store", Reason: "must not be nil"}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Locker{
+		store:      store,
+		cfg:        cfg,
+		node:       cfg.NodeID,
+		instance:   newInstance(),
+		log:        actorsys.Logger(cfg.Logger),
+		keeperDone: make(chan struct{}),
+		closing:    make(chan struct{}),
+		callsDone:  make(chan struct{}),
+		closeDone:  make(chan struct{}),
+	}
+	if l.node == "" {
+		l.node = lease.NewOwnerID()
+	}
+	l.watcher, _ = store.(lease.Watcher)
+	l.sys = cfg.System
+	if l.sys == nil {
+		l.own = actorsys.New(cfg.Logger)
+		l.sys = l.own.ActorSystem
+	}
+	l.keeper = l.sys.Root.SpawnPrefix(keeperProps(l), "aster-lock")
+	return l, nil
+}
+
+// NodeID returns the node ID this Locker writes on every guard.
+func (l *Locker) NodeID() string { return l.node }
+
+// Held returns the number of locks held with a running watchdog.
+func (l *Locker) Held() int { return int(l.held.Load()) }
+
+// Acquire blocks until it holds the lock on resource, or ctx is done, or
+// the Locker is closed. While another owner holds the lock it waits, woken
+// by the store's watch when the key is released or expires, and in any
+// case polling with exponential backoff and jitter up to the retry
+// interval (a watch can be silent).
+//
+// Errors: the context's error (matching ctx.Err(), with its cause),
+// lease.ErrClosed after Close, lease.ErrInvalid for a bad resource or
+// option, and store errors that waiting cannot fix (lease.ErrCorrupt,
+// lease.ErrClosed). Transient store errors are retried. A lock granted by
+// the store is returned even if ctx ends at that moment.
+func (l *Locker) Acquire(ctx context.Context, resource string, opts ...Option) (*Guard, error) {
+	return l.acquire(ctx, resource, opts, true)
+}
+
+// TryAcquire makes one attempt to take the lock on resource and does not
+// wait: it returns a *HeldError (matching ErrHeld) when another owner holds
+// it, and the store's error when the store failed.
+func (l *Locker) TryAcquire(ctx context.Context, resource string, opts ...Option) (*Guard, error) {
+	return l.acquire(ctx, resource, opts, false)
+}
+
+func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wait bool) (*Guard, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.ttl < 0 || o.retry < 0 {
+		return nil, &lease.FieldError{Field: "Option", Reason: "TTL and retry interval must not be negative"}
+	}
+	seq := l.seq.Add(1)
+	cfg := l.cfg.leaseConfig(l.cfg.Prefix+resource, ownerID(l.node, l.instance, seq), o.ttl, o.retry)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !l.begin() {
+		return nil, lease.ErrClosed
+	}
+	defer l.end()
+
+	var (
+		events   <-chan lease.Event
+		stopWait = func() {}
+	)
+	openWatch := func() {
+		if !wait || l.watcher == nil {
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		ch, err := l.watcher.Watch(wctx, cfg.LeaseID)
+		if err != nil {
+			cancel()
+			l.log.Debug("lock: no watch; polling only", "lease_id", cfg.LeaseID, "error", err)
+			return
+		}
+		events, stopWait = ch, cancel
+	}
+	openWatch() // before the first attempt, so that a release right after it is seen
+	defer func() { stopWait() }()
+
+	poll := backoff.Backoff{Policy: pollPolicy(cfg.EffectiveStandbyRetryInterval())}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	sawOther := false
+	for {
+		g, owner, err := l.attempt(ctx, cfg, resource, sawOther)
+		switch {
+		case g != nil:
+			return g, nil
+		case err != nil && (fatal(err) || !wait):
+			return nil, fmt.Errorf("lock: acquire %s: %w", resource, err)
+		case err != nil:
+			l.log.Debug("lock: acquisition failed; retrying", "lease_id", cfg.LeaseID, "error", err)
+		case !wait:
+			return nil, &HeldError{Resource: resource, Owner: owner}
+		default:
+			sawOther = true
+		}
+		if events == nil {
+			openWatch() // a watch that ended (or never opened) is tried again at every poll
+		}
+		delay := poll.Failed(time.Now())
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, ctxError(ctx, resource)
+			case <-l.closing:
+				return nil, fmt.Errorf("lock: acquire %s: %w", resource, lease.ErrClosed)
+			case ev, ok := <-events:
+				if !ok {
+					stopWait()
+					events, stopWait = nil, func() {}
+					continue
+				}
+				if ev.Kind == lease.EventFree {
+					break waiting
+				}
+			case <-timer.C:
+				break waiting
+			}
+		}
+	}
+}
+
+// pollPolicy is the backoff of a waiting Acquire's polls: from an eighth of
+// the retry interval (at least 1 ms) up to the retry interval, with equal
+// jitter so that contenders spread out but do not poll in a burst.
+func pollPolicy(retry time.Duration) backoff.Policy {
+	base := max(retry/8, time.Millisecond)
+	return backoff.Policy{Base: base, Cap: max(retry, base), Jitter: backoff.Equal, ResetAfter: time.Duration(1 << 62)}
+}
+
+// ctxError is the error of an Acquire whose context ended: it matches
+// ctx.Err() and the context's cause.
+func ctxError(ctx context.Context, resource string) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return fmt.Errorf("lock: acquire %s: %w", resource, err)
+	}
+	return fmt.Errorf("lock: acquire %s: %w: %w", resource, err, cause)
+}
+
+// attempt makes one acquisition. It returns the guard, or the current
+// owner, or the store's error.
+func (l *Locker) attempt(ctx context.Context, cfg lease.Config, resource string, handover bool) (*Guard, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", ctxError(ctx, resource)
+	}
+	sent := time.Now()
+	opCtx, cancel := context.WithTimeout(ctx, opTimeout(cfg))
+	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.EffectiveTTL()})
+	cancel()
+	if err != nil {
+		return nil, "", err
+	}
+	if !a.Acquired {
+		return nil, a.Owner, nil
+	}
+	hold, err := actors.NewHold(cfg, a.Lease, sent)
+	if err != nil { // cannot happen with a validated config: give the lease back
+		l.giveBack(a.Lease)
+		return nil, "", err
+	}
+	g := &Guard{l: l, hold: hold, resource: a.Lease.ID[len(l.cfg.Prefix):]}
+	if err := l.register(g, cfg); err != nil {
+		hold.MarkReleased()
+		l.giveBack(a.Lease)
+		return nil, "", err
+	}
+	if l.isClosed() {
+		// Close started after the keeper took the guard: Close releases it.
+		return nil, "", lease.ErrClosed
+	}
+	l.log.Debug("lock: acquired", "lease_id", cfg.LeaseID, "owner_id", cfg.OwnerID, "token", uint64(a.Lease.Token))
+	l.emit(actors.Acquired{Subject: subject(a.Lease), Token: a.Lease.Token, ValidUntil: hold.ValidUntil(), Handover: handover})
+	return g, "", nil
+}
+
+// opTimeout bounds one store call of an acquisition or release: a renew
+// period, as the LeaseSupervisor does.
+func opTimeout(cfg lease.Config) time.Duration {
+	return lease.RenewPeriod(cfg.EffectiveRenewInterval(), cfg.EffectiveTTL())
+}
+
+// giveBack releases a lease that will have no guard, bounded by its renew
+// period.
+func (l *Locker) giveBack(le lease.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), lease.RenewPeriod(time.Second, le.TTL))
+	defer cancel()
+	if err := l.store.Release(ctx, le); err != nil {
+		l.log.Warn("lock: could not give back a lease; it expires at the store",
+			"lease_id", le.ID, "token", uint64(le.Token), "error", err)
+	}
+}
+
+// register asks the keeper to start g's watchdog, and waits for its answer
+// or its end.
+func (l *Locker) register(g *Guard, cfg lease.Config) error {
+	reply := make(chan error, 1)
+	l.sys.Root.Send(l.keeper, spawnWatchdog{g: g, cfg: cfg, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-l.keeperDone:
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return lease.ErrClosed
+		}
+	}
+}
+
+func (l *Locker) emit(ev actors.Event) {
+	if l.cfg.OnEvent != nil {
+		l.cfg.OnEvent(ev)
+	}
+}
+
+func subject(le lease.Lease) actors.Subject {
+	return actors.Subject{LeaseID: le.ID, OwnerID: le.OwnerID}
+}
+
+// begin counts a call in progress, or reports false after Close.
+func (l *Locker) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.calls++
+	return true
+}
+
+func (l *Locker) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls--
+	if l.closed && l.calls == 0 {
+		close(l.callsDone)
+	}
+}
+
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// Close releases every lock still held (with a compare-and-swap, as
+// Guard.Release does), stops the watchdogs and the Locker's own actor
+// system, and makes later Acquire and TryAcquire calls (and those waiting)
+// return lease.ErrClosed. Guards released by Close report ErrReleased.
+//
+// It is bounded by ctx, or by DefaultCloseTimeout when ctx has no
+// deadline, and returns a *CloseError naming the locks it could not release
+// (their keys expire at the store) and what did not stop in time. It is
+// idempotent: later calls wait for the first (or their own ctx) and return
+// its result.
+func (l *Locker) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		select {
+		case <-l.closeDone:
+			return l.closeErr
+		case <-ctx.Done():
+			return fmt.Errorf("lock: close: %w", ctx.Err())
+		}
+	}
+	l.closed = true
+	close(l.closing)
+	if l.calls == 0 {
+		close(l.callsDone)
+	}
+	l.mu.Unlock()
+	defer close(l.closeDone)
+
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCloseTimeout)
+		defer cancel()
+	}
+	var report CloseError
+
+	// The keeper refuses new watchdogs from now on, marks every Hold
+	// released (no token, no new renewal) and lists the guards.
+	var guards []*Guard
+	reply := make(chan []*Guard, 1)
+	l.sys.Root.Send(l.keeper, closeKeeper{reply: reply})
+	select {
+	case guards = <-reply:
+	case <-ctx.Done():
+		report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
+	}
+
+	// Stopping the keeper stops every watchdog; each finishes the renewal
+	// it may be sending (aborted: its Hold has ended) before it stops.
+	l.sys.Root.Stop(l.keeper)
+	select {
+	case <-l.keeperDone:
+	case <-ctx.Done():
+		report.NotStopped = append(report.NotStopped, strconv.FormatInt(l.held.Load(), 10)+" watchdogs")
+	}
+
+	report.NotReleased = l.releaseAll(ctx, guards)
+
+	select {
+	case <-l.callsDone:
+	case <-ctx.Done():
+		l.mu.Lock()
+		n := l.calls
+		l.mu.Unlock()
+		report.NotStopped = append(report.NotStopped, strconv.Itoa(n)+" acquire calls")
+	}
+	if l.own != nil {
+		l.own.Shutdown()
+	}
+	l.closeErr = report.err()
+	if l.closeErr != nil {
+		l.log.Warn("lock: closed with problems", "error", l.closeErr)
+	}
+	return l.closeErr
+}
+
+// releaseWorkers bounds the store calls Close makes at once.
+const releaseWorkers = 32
+
+// releaseAll releases guards at the store, a few at a time, and returns
+// those it could not release. Guards already lost or released are skipped.
+func (l *Locker) releaseAll(ctx context.Context, guards []*Guard) []NotReleased {
+	var (
+		mu     sync.Mutex
+		failed []NotReleased
+		next   atomic.Int64
+		wg     sync.WaitGroup
+	)
+	for range min(releaseWorkers, len(guards)) {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(guards)) {
+					return
+				}
+				g := guards[i]
+				tried, err := g.closeRelease(ctx)
+				if !tried || err == nil {
+					continue
+				}
+				mu.Lock()
+				failed = append(failed, NotReleased{Resource: g.resource, Token: g.hold.Lease().Token, Err: err})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return failed
+}
