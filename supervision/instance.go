@@ -1,6 +1,8 @@
 package supervision
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -40,7 +42,22 @@ func newInstance(t *Tree, sys *actor.ActorSystem) *instance {
 
 func (i *instance) rootPID() *actor.PID { return i.root.Load() }
 
-func (i *instance) publish(e Event) { i.bus.publish(e) }
+// publish hands e to the hooks and logs the events that need attention.
+func (i *instance) publish(e Event) {
+	i.bus.publish(e)
+	level := slog.LevelDebug
+	switch e := e.(type) {
+	case ChildExited:
+		if !e.Normal {
+			level = slog.LevelInfo
+		}
+	case StopTimedOut, IntensityExceeded, Escalated:
+		level = slog.LevelWarn
+	}
+	if l := i.tree.logger; l.Enabled(context.Background(), level) {
+		l.Log(context.Background(), level, "supervision: "+e.String())
+	}
+}
 
 // finish marks the instance stopped and delivers its last events. It is
 // called by the root supervisor when it stops, and by Run; the first call

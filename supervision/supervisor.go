@@ -130,6 +130,9 @@ func (s *supervisor) start() {
 	}
 	s.state = StateRunning
 	s.publish()
+	if s.root {
+		s.cfg.tree.markUp(s.inst)
+	}
 }
 
 func (s *supervisor) newChild(cs ChildSpec) *child {

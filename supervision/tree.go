@@ -53,8 +53,10 @@ type Tree struct {
 	dropped atomic.Uint64
 	running atomic.Bool // a Run is in progress
 
-	mu   sync.Mutex
-	inst *instance // the running instance, if any
+	mu      sync.Mutex
+	inst    *instance     // the running instance, if any
+	up      bool          // inst has started all its children
+	changed chan struct{} // closed and replaced when inst or up changes
 }
 
 // New validates spec and returns a tree ready to run. It reports every
@@ -67,10 +69,11 @@ func New(spec Spec, opts Options) (*Tree, error) {
 		return nil, err
 	}
 	t := &Tree{
-		spec:   normalise(spec),
-		opts:   opts,
-		logger: actorsys.Logger(opts.Logger),
-		root:   &liveNode{},
+		spec:    normalise(spec),
+		opts:    opts,
+		logger:  actorsys.Logger(opts.Logger),
+		root:    &liveNode{},
+		changed: make(chan struct{}),
 	}
 	if t.opts.EventBuffer <= 0 {
 		t.opts.EventBuffer = DefaultEventBuffer
@@ -190,6 +193,26 @@ func (t *Tree) current() *instance {
 	return t.inst
 }
 
+// WaitRunning waits until the tree runs, with all its children started, and
+// returns nil; or until ctx is done, and returns its cause. Use it after
+// starting Run in a goroutine, or spawning Props, before sending to
+// children.
+func (t *Tree) WaitRunning(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		up, changed := t.up, t.changed
+		t.mu.Unlock()
+		if up {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 // claim makes inst the running instance; it fails if another one runs.
 func (t *Tree) claim(inst *instance) error {
 	t.mu.Lock()
@@ -198,13 +221,30 @@ func (t *Tree) claim(inst *instance) error {
 		return ErrRunning
 	}
 	t.inst = inst
+	t.notifyLocked()
 	return nil
+}
+
+// markUp records that inst has started all its children.
+func (t *Tree) markUp(inst *instance) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inst == inst {
+		t.up = true
+		t.notifyLocked()
+	}
 }
 
 func (t *Tree) release(inst *instance) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inst == inst {
-		t.inst = nil
+		t.inst, t.up = nil, false
+		t.notifyLocked()
 	}
+}
+
+func (t *Tree) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
 }
