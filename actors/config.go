@@ -29,7 +29,8 @@ type SupervisorConfig struct {
 	// and (while leading) token attributes. nil discards them.
 	Logger *slog.Logger
 	// OnEvent, when not nil, receives every Event, on the reporting actor's
-	// goroutine. It must not block.
+	// goroutine: the supervisor's and its Watchdog's may call it
+	// concurrently. It must not block.
 	OnEvent func(Event)
 	// MeterProvider receives the counters (acquisitions, renewals, renewal
 	// failures, losses, handovers). nil means a no-op provider.

@@ -30,12 +30,6 @@ func (r *recorder) hook(ev Event) {
 	r.at = append(r.at, time.Now())
 }
 
-func (r *recorder) events() []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Event(nil), r.evs...)
-}
-
 // all returns the events of type T, and when each was seen.
 func all[T Event](r *recorder) ([]T, []time.Time) {
 	r.mu.Lock()

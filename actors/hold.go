@@ -197,13 +197,6 @@ func (h *Hold) validateTTL(ttl time.Duration) error {
 	return c.Validate()
 }
 
-// renewInterval is the configured (normalised) renew interval for ttl.
-func (h *Hold) renewInterval(ttl time.Duration) time.Duration {
-	c := h.cfg
-	c.TTL = ttl
-	return c.EffectiveRenewInterval()
-}
-
 // ReleaseHold ends h (MarkReleased) and releases its lease at store with a
 // compare-and-swap on the last revision, so that a newer owner's key is
 // never deleted. Stop h's Watchdog first, so that no renewal moves the

@@ -26,7 +26,8 @@ import (
 // lease is lost, or PoisonStoreError for answers that retrying cannot fix.
 // It never panics for a store error.
 //
-// cfg supplies the RenewInterval (and, through the Hold, the margins);
+// cfg supplies the RenewInterval; the margins (SafetyMargin, StopTimeout)
+// are the Hold's, given to NewHold;
 // logger may be nil; onEvent, when not nil, receives Renewed,
 // RenewalFailed and Poisoned events on the Watchdog's goroutine.
 //
@@ -36,7 +37,7 @@ import (
 // goroutine of its own: a renewal runs on the actor's mailbox goroutine.
 // An Extend message renews at once with a new TTL.
 func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, onEvent func(Event)) *actor.Props {
-	interval := cfg.RenewInterval // re-normalised against the current TTL every tick
+	interval := cfg.RenewInterval // normalised against the current TTL every tick
 	log := actorsys.Logger(logger)
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &watchdog{store: store, hold: hold, interval: interval, log: log, onEvent: onEvent}
@@ -111,9 +112,14 @@ func (w *watchdog) Receive(c actor.Context) {
 }
 
 // period is the sleep between renewals for the Hold's current TTL.
-func (w *watchdog) period() time.Duration {
-	ttl := w.hold.TTL()
-	return lease.RenewPeriod(w.hold.renewInterval(ttl), ttl)
+func (w *watchdog) period() time.Duration { return renewPeriod(w.interval, w.hold.TTL()) }
+
+// renewPeriod is lease.RenewPeriod of the configured interval normalised
+// for ttl (0 means max(ttl/3, 1 s), >= ttl means max(ttl/2, 1 s)):
+// never more than half the TTL, at least 1 ms.
+func renewPeriod(interval, ttl time.Duration) time.Duration {
+	c := lease.Config{TTL: ttl, RenewInterval: interval}
+	return lease.RenewPeriod(c.EffectiveRenewInterval(), ttl)
 }
 
 // arm (re)schedules the single timer to fire after d.
@@ -152,7 +158,7 @@ func (w *watchdog) renew(c actor.Context) error {
 		w.poison(c, l, PoisonDeadlinePassed, w.last)
 		return w.hold.Err()
 	}
-	period := lease.RenewPeriod(w.hold.renewInterval(l.TTL), l.TTL)
+	period := renewPeriod(w.interval, l.TTL)
 	// One attempt may take at most a period, and never past the deadline;
 	// the Hold's context aborts it when the Hold ends.
 	attemptEnd := sent.Add(period)

@@ -191,24 +191,32 @@ func (s *FaultStore) Calls(ops Op) int {
 	return n
 }
 
-// plan decides the fault of one call of op: an error to return without
-// reaching the store, a delay, and whether to drop the answer.
-func (s *FaultStore) plan(op Op) (err error, delay time.Duration, drop bool) {
+// fault is what happens to one call: an error returned without reaching
+// the store, a delay, and whether the answer is dropped.
+type fault struct {
+	err   error
+	delay time.Duration
+	drop  bool
+}
+
+// plan decides the fault of one call of op.
+func (s *FaultStore) plan(op Op) fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[op]++
 	if e, ok := s.all[op]; ok {
-		return injected(op, e), 0, false
+		return fault{err: injected(op, e)}
 	}
 	if f := s.next[op]; f != nil && f.n > 0 {
 		f.n--
-		return injected(op, f.err), 0, false
+		return fault{err: injected(op, f.err)}
 	}
+	f := fault{delay: s.delay[op]}
 	if n := s.drop[op]; n > 0 {
 		s.drop[op] = n - 1
-		drop = true
+		f.drop = true
 	}
-	return nil, s.delay[op], drop
+	return f
 }
 
 func injected(op Op, err error) error {
@@ -217,11 +225,11 @@ func injected(op Op, err error) error {
 
 // before applies the planned error and delay of one call of op.
 func (s *FaultStore) before(ctx context.Context, op Op) (context.Context, bool, error) {
-	err, delay, drop := s.plan(op)
-	if err != nil {
-		return ctx, false, err
+	f := s.plan(op)
+	if f.err != nil {
+		return ctx, false, f.err
 	}
-	if delay > 0 {
+	if delay := f.delay; delay > 0 {
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -231,7 +239,7 @@ func (s *FaultStore) before(ctx context.Context, op Op) (context.Context, bool, 
 				ErrInjected, op, delay, lease.ErrUnavailable, context.Cause(ctx))
 		}
 	}
-	if drop {
+	if f.drop {
 		return context.WithoutCancel(ctx), true, nil
 	}
 	return ctx, false, nil
