@@ -37,11 +37,14 @@ type result struct {
 
 // StartChild adds spec as the last child of the supervisor at parent ("" for
 // the root) and starts it, returning its PID once it has processed Started.
+// Like the other dynamic operations, it waits for the supervisor, which may
+// be busy starting or stopping children: ctx bounds the wait.
 // The child is part of the running tree until stopped with StopChild or, if
 // temporary, until it exits; it is not added to the Spec, so it is gone when
 // the tree (or the supervisor) is restarted.
 func (t *Tree) StartChild(ctx context.Context, parent string, spec ChildSpec) (*actor.PID, error) {
-	if err := errors.Join(validateChild(&spec, t.spec.Name+"/"+parent, map[*Spec]bool{}, nil)...); err != nil {
+	at := strings.Join(append([]string{t.spec.Name}, split(parent)...), "/")
+	if err := errors.Join(validateChild(&spec, at, map[*Spec]bool{}, nil)...); err != nil {
 		return nil, err
 	}
 	r := &request{op: opStart, path: split(parent), name: spec.Name, spec: normaliseChild(spec)}

@@ -172,3 +172,35 @@ func TestSecondInstanceFailsToStart(t *testing.T) {
 		require.NoError(t, r.stop())
 	})
 }
+
+// TestPropsRestartedInPlace spawns a tree's Props at the root of an actor
+// system, where protoactor-go's default strategy restarts a failed actor in
+// place: the tree must clean up and start again from its spec.
+func TestPropsRestartedInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := actorsys.New(nil)
+		j := &journal{}
+		tree, err := supervision.New(supervision.Spec{Name: "inner", Intensity: supervision.NoRestarts, Children: []supervision.ChildSpec{
+			{Name: "a", Props: worker("a", j)},
+			{Name: "b", Props: worker("b", j)},
+		}}, supervision.Options{})
+		require.NoError(t, err)
+		pid, err := sys.Root.SpawnNamed(tree.Props(), "inner")
+		require.NoError(t, err)
+		require.NoError(t, tree.WaitRunning(t.Context()))
+		assert.Equal(t, []string{"start a", "start b"}, j.take())
+
+		sys.Root.Send(tree.Snapshot().Children[0].PID, boom{})
+		synctest.Wait()
+		assert.Equal(t, []string{"stop a", "stop b", "start a", "start b"}, j.take())
+		s := tree.Snapshot()
+		assert.Equal(t, supervision.StateRunning, s.State)
+		assert.Equal(t, uint64(1), s.Children[0].Incarnation, "a new supervisor instance starts from the spec")
+		assert.Equal(t, pid, tree.PID())
+
+		require.NoError(t, sys.Root.StopFuture(pid).Wait())
+		assert.Equal(t, []string{"stop b", "stop a"}, j.take())
+		sys.Shutdown()
+		synctest.Wait()
+	})
+}
