@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -327,4 +328,40 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// panickyStore panics in its first Renew: a bug in a store, not an error.
+type panickyStore struct {
+	lease.Store
+	panicked atomic.Bool
+}
+
+func (p *panickyStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if p.panicked.CompareAndSwap(false, true) {
+		panic("store bug")
+	}
+	return p.Store.Renew(ctx, l)
+}
+
+func TestSupervisorWatchdogFailurePoisons(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		w := &counter{}
+		cfg := r.config("node-a", w.workload(), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
+		cfg.Store = &panickyStore{Store: r.faults}
+		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
+		run := start(r.supervisor(t, cfg))
+		time.Sleep(5 * time.Second)
+		require.NoError(t, run.stop())
+		poisoned, _ := all[Poisoned](r.rec)
+		require.Len(t, poisoned, 1)
+		assert.Equal(t, PoisonStoreError, poisoned[0].Reason)
+		assert.ErrorIs(t, poisoned[0].Err, errWatchdogStopped)
+		assert.EqualValues(t, 2, w.started.Load(), "led again after the backoff")
+		w.mu.Lock()
+		causes := append([]error(nil), w.causes...)
+		w.mu.Unlock()
+		require.Len(t, causes, 2)
+		assert.ErrorIs(t, causes[0], lease.ErrLost)
+	})
 }
