@@ -293,3 +293,15 @@ func TestReleaseHold(t *testing.T) {
 		assert.Zero(t, r.faults.Calls(leasetest.OpRelease), "a poisoned hold is not released")
 	})
 }
+
+func TestWatchdogExtendByRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWatchdogRig(t, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
+		res, err := r.sys.Root.RequestFuture(r.dog, Extend{TTL: 20 * time.Second}, time.Second).Result()
+		require.NoError(t, err)
+		got, ok := res.(ExtendResult)
+		require.True(t, ok, "%T", res)
+		require.NoError(t, got.Err)
+		assert.Equal(t, 20*time.Second, got.Lease.TTL)
+	})
+}
