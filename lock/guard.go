@@ -134,8 +134,12 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 	if g.released {
 		return g.relErr
 	}
-	g.hold.MarkReleased() // no token and no new renewal from now on; aborts a renewal in flight
-	if stopDog && g.dog != nil {
+	// No token and no new renewal from now on; a renewal in flight is
+	// aborted. When the Hold had already ended (poisoned, or marked by
+	// Close or by an earlier attempt), its watchdog is stopped or being
+	// stopped by the keeper: sending to it would only make dead letters.
+	ended := g.hold.MarkReleased()
+	if stopDog && ended && g.dog != nil {
 		// Wait until the renewal in flight, if any, has finished, so that
 		// the revision does not move under the compare-and-swap.
 		bound := g.l.cfg.leaseConfig("", "", g.hold.Lease().TTL, 0).EffectiveStopTimeout()
