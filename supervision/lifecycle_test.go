@@ -2,6 +2,7 @@ package supervision_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -179,5 +180,66 @@ func TestShutdownDefaultsForSubtrees(t *testing.T) {
 		assert.Equal(t, "app/sub/f", ue.Children[0].Path, "the subtree itself stopped in time")
 		close(release)
 		synctest.Wait()
+	})
+}
+
+// TestRestartAroundAnAbandonedChild checks that a group restart goes on
+// when a sibling does not stop in time: the sibling is abandoned and its
+// new incarnation gets a fresh id, since the old one still holds its name.
+func TestRestartAroundAnAbandonedChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &journal{}
+		release := make(chan struct{})
+		var stuckOnce atomic.Bool
+		sticky := actor.PropsFromFunc(func(c actor.Context) {
+			switch c.Message().(type) {
+			case *actor.Started:
+				j.add("start b")
+			case *actor.Stopping:
+				if stuckOnce.CompareAndSwap(false, true) {
+					<-release
+				}
+				j.add("stop b")
+			}
+		})
+		r := start(t, supervision.Spec{Name: "app", Strategy: supervision.OneForAll, Children: []supervision.ChildSpec{
+			{Name: "a", Props: worker("a", j), Backoff: immediate},
+			{Name: "b", Props: sticky, Shutdown: time.Second},
+		}}, supervision.Options{})
+		j.take()
+		r.takeEvents()
+		r.send("a", boom{})
+		assert.Equal(t, supervision.StateStopping, r.child("b").State)
+		advance(time.Second) // b's shutdown time
+		assert.Equal(t, []string{"stop a", "start a", "start b"}, j.take())
+		assert.Equal(t, "app/b#2", r.pid("b").Id)
+		assert.Contains(t, r.takeEvents(), "app/b did not stop within 1s (incarnation 1)")
+
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, []string{"stop b"}, j.take(), "the abandoned incarnation stopped late")
+		require.NoError(t, r.stop(), "nothing is left running")
+		assert.Equal(t, []string{"stop b", "stop a"}, j.take())
+	})
+}
+
+// TestChildThatStopsAtOnce checks children that stop themselves while
+// processing Started: a normal exit right after a successful start.
+func TestChildThatStopsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &journal{}
+		r := start(t, supervision.Spec{Name: "app", Children: []supervision.ChildSpec{
+			{Name: "once", Restart: supervision.Transient, Props: actor.PropsFromFunc(func(c actor.Context) {
+				if _, ok := c.Message().(*actor.Started); ok {
+					j.add("run once")
+					c.Stop(c.Self())
+				}
+			})},
+			{Name: "after", Props: worker("after", j)},
+		}}, supervision.Options{})
+		assert.Equal(t, []string{"run once", "start after"}, j.take())
+		assert.Equal(t, supervision.StateStopped, r.child("once").State)
+		assert.Contains(t, r.takeEvents(), "app/once exited normally (incarnation 1)")
+		require.NoError(t, r.stop())
 	})
 }

@@ -128,7 +128,12 @@ type ChildSpec struct {
 	// LeaseSupervisor. The child exits normally when it stops itself (or is
 	// stopped by anyone but its supervisor), and abnormally when it panics
 	// or escalates a failure (see Fail). Props are spawned with
-	// protoactor-go's default spawner, as a child of the supervisor.
+	// protoactor-go's default spawner (a custom spawn function in the props
+	// is not used); the actor's Parent is a process of its supervisor that
+	// receives only what protoactor-go sends to parents (Failure,
+	// Terminated). Once per incarnation, after Started, the actor receives
+	// a protoactor-go *actor.Touch, answered automatically, which tells the
+	// supervisor that it has started.
 	Props *actor.Props
 
 	// Func runs a function in a goroutine as the child. Returning nil is a
@@ -148,7 +153,8 @@ type ChildSpec struct {
 	// Shutdown is how long the child is given to stop, after which it is
 	// reported as not stopped (see UnstoppedError) and abandoned. 0 means
 	// DefaultShutdown for a worker, and for a Tree the sum of its
-	// children's shutdown times plus DefaultShutdown.
+	// children's shutdown times plus DefaultShutdown (children added to it
+	// at run time are not counted).
 	Shutdown time.Duration
 
 	// StartTimeout is how long the child is given to start: for an actor,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -75,6 +76,7 @@ func New(spec Spec, opts Options) (*Tree, error) {
 		root:    &liveNode{},
 		changed: make(chan struct{}),
 	}
+	t.opts.Hooks = slices.Clone(opts.Hooks)
 	if t.opts.EventBuffer <= 0 {
 		t.opts.EventBuffer = DefaultEventBuffer
 	}
