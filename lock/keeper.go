@@ -22,6 +22,11 @@ type keeper struct {
 	self    *actor.PID
 	guards  map[guardKey]keptGuard
 	closing bool
+	// stopping counts the watchdogs the keeper has stopped whose
+	// Terminated has not arrived yet; Close is answered once it is zero,
+	// so that stopping the keeper never sends Stop to a dead watchdog.
+	stopping  int
+	closeWait chan<- []*Guard
 }
 
 // guardKey names a held lock: a lease ID and the token of one acquisition.
@@ -33,8 +38,9 @@ type guardKey struct {
 }
 
 type keptGuard struct {
-	g   *Guard
-	dog *actor.PID
+	g        *Guard
+	dog      *actor.PID
+	stopping bool // the keeper has stopped it
 }
 
 // Messages to the keeper.
@@ -70,19 +76,25 @@ func (k *keeper) Receive(c actor.Context) {
 	case actors.Poison:
 		// The watchdog has poisoned the Hold (token reads fail, the guard's
 		// context is cancelled) and is idle: stop it.
-		if kg, ok := k.guards[guardKey{m.LeaseID, m.Token}]; ok {
+		// When closing, every watchdog is being stopped already.
+		key := guardKey{m.LeaseID, m.Token}
+		if kg, ok := k.guards[key]; ok && !kg.stopping && !k.closing {
 			c.Stop(kg.dog)
+			kg.stopping = true
+			k.guards[key] = kg
+			k.stopping++
 		}
 	case *actor.Terminated:
 		k.terminated(m.Who)
 	case closeKeeper:
 		k.closing = true
-		out := make([]*Guard, 0, len(k.guards))
 		for _, kg := range k.guards {
 			kg.g.hold.MarkReleased()
-			out = append(out, kg.g)
 		}
-		m.reply <- out
+		k.closeWait = m.reply
+		k.answerClose()
+	case *actor.Stopping:
+		k.closing = true // protoactor stops the watchdogs now
 	case *actor.Stopped:
 		close(k.l.keeperDone)
 	}
@@ -117,6 +129,10 @@ func (k *keeper) terminated(who *actor.PID) {
 	}
 	delete(k.guards, key)
 	k.l.held.Add(-1)
+	if kg.stopping {
+		k.stopping--
+		k.answerClose()
+	}
 	h := kg.g.hold
 	if h.Poison(actors.PoisonStoreError, ErrWatchdogStopped) {
 		le := h.Lease()
@@ -124,6 +140,20 @@ func (k *keeper) terminated(who *actor.PID) {
 			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
 		k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: actors.PoisonStoreError, Err: h.Err()})
 	}
+}
+
+// answerClose answers a pending closeKeeper with the guards still held,
+// once no watchdog stopped by the keeper is still stopping.
+func (k *keeper) answerClose() {
+	if k.closeWait == nil || k.stopping > 0 {
+		return
+	}
+	out := make([]*Guard, 0, len(k.guards))
+	for _, kg := range k.guards {
+		out = append(out, kg.g)
+	}
+	k.closeWait <- out
+	k.closeWait = nil
 }
 
 // parseWatchdogID reads the guard key from a watchdog's actor ID,
