@@ -50,6 +50,20 @@ var (
 	ErrChildExists = errors.New("supervision: child already exists")
 )
 
+// SpecError is a problem found by validation. It matches ErrInvalidSpec
+// with errors.Is.
+type SpecError struct {
+	Path   string // the path of the supervisor or child at fault
+	Reason string
+}
+
+func (e *SpecError) Error() string {
+	return fmt.Sprintf("supervision: invalid spec: %s: %s", e.Path, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidSpec.
+func (e *SpecError) Is(target error) bool { return target == ErrInvalidSpec }
+
 // PanicError is the reason of an abnormal exit caused by a panic (or by a
 // failure escalated through protoactor-go, which a supervisor cannot tell
 // from a panic). It carries the panic value and the stack of the goroutine

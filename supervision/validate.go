@@ -87,20 +87,6 @@ func validateChild(c *ChildSpec, parent string, seen map[*Spec]bool, errs []erro
 	return errs
 }
 
-// SpecError is a problem found by validation. It matches ErrInvalidSpec
-// with errors.Is.
-type SpecError struct {
-	Path   string // the path of the supervisor or child at fault
-	Reason string
-}
-
-func (e *SpecError) Error() string {
-	return fmt.Sprintf("supervision: invalid spec: %s: %s", e.Path, e.Reason)
-}
-
-// Is reports whether target is ErrInvalidSpec.
-func (e *SpecError) Is(target error) bool { return target == ErrInvalidSpec }
-
 func invalid(path, format string, args ...any) error {
 	return &SpecError{Path: path, Reason: fmt.Sprintf(format, args...)}
 }
