@@ -7,9 +7,10 @@ PKGS        ?= ./...
 
 .PHONY: run test lint cover bench chaos tidy
 
-## run: the main demo on an embedded store; exits by itself
+## run: the main demo (embedded NATS, three instances, kill/pause/stop the leader); exits by itself.
+##      Flags go in ARGS, e.g. make run ARGS="-ttl 3s -instances 4", or ARGS=-help.
 run:
-	$(GO) run ./examples/handover
+	$(GO) run ./examples/outbox $(ARGS)
 
 ## test: vet, then every test with the race detector (the CI command)
 test:

@@ -1,0 +1,203 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/internal/natstest"
+	"github.com/asterforge/aster/natsstore"
+)
+
+// TestMain runs this test binary as a demo instance when the demo under
+// test re-executes it, as the demo's binary does.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == instanceArg {
+		os.Exit(instanceMain(os.Args[2:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testOptions is the demo with a TTL of 1 s and short pauses: the whole
+// script, faster.
+func testOptions(out *syncBuffer) options {
+	return options{
+		instances: 3, ttl: time.Second, bucket: defaultBucket, leaseID: defaultLeaseID,
+		settle: 300 * time.Millisecond, interval: 50 * time.Millisecond, out: out,
+	}
+}
+
+// runDemo runs the demo and checks what every run must show.
+func runDemo(t *testing.T, o options, out *syncBuffer) *summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	sum, err := run(ctx, o)
+	if sum != nil {
+		sum.print(out)
+	}
+	t.Log("\n" + out.String())
+	require.NoError(t, err)
+	require.NotNil(t, sum)
+
+	kinds := []string{}
+	for _, h := range sum.Handovers {
+		kinds = append(kinds, h.Kind)
+	}
+	assert.Equal(t, []string{"start", "crash", "pause", "graceful"}, kinds)
+	assert.True(t, sum.OK(), "verdict: %v", sum.Problems)
+	assert.Zero(t, sum.Overlaps)
+	assert.Equal(t, 6, sum.Pairs)
+	assert.True(t, sum.Increasing, "tokens %v", sum.Tokens)
+	assert.Zero(t, sum.LateAccepted)
+	require.NotEmpty(t, sum.Rejected, "the late write must be rejected")
+	assert.True(t, sum.Rejected[0].req.Late)
+	for _, h := range sum.Handovers {
+		took := between(h.Trigger, h.Acquired)
+		switch h.Kind {
+		case "crash", "pause":
+			// The lease expires at the server one TTL after the last
+			// renewal, which was at most TTL/2 before the signal.
+			assert.Greater(t, took, o.ttl/3, "%s handover", h.Kind)
+			assert.Less(t, took, o.ttl+time.Second, "%s handover", h.Kind)
+		case "graceful":
+			assert.Less(t, took, time.Second, "graceful handover")
+		}
+		assert.GreaterOrEqual(t, between(h.Trigger, h.FirstWrite), time.Duration(0))
+	}
+	assert.Contains(t, out.String(), "verdict               PASS")
+	return sum
+}
+
+// TestDemo runs the whole demo, as make run does, on an embedded server.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	out := &syncBuffer{}
+	runDemo(t, testOptions(out), out)
+	assertNoInstanceLeft(t, out.String())
+}
+
+// TestDemoExistingDeployment runs it against a server that requires a user
+// and password, as -nats-url, -user and -password do.
+func TestDemoExistingDeployment(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t, natstest.WithUser("demo", "s3cret"))
+	out := &syncBuffer{}
+	o := testOptions(out)
+	o.bucket = "aster_demo_auth"
+	o.dial = natsstore.DialOptions{URLs: []string{srv.ClientURL()}, User: "demo", Password: "s3cret"}
+	runDemo(t, o, out)
+	assert.Contains(t, out.String(), "using an existing NATS deployment")
+	assert.NotContains(t, out.String(), "s3cret", "secrets must never be logged")
+}
+
+// TestDemoWrongPassword fails fast, before any instance starts.
+func TestDemoWrongPassword(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t, natstest.WithUser("demo", "s3cret"))
+	out := &syncBuffer{}
+	o := testOptions(out)
+	o.dial = natsstore.DialOptions{URLs: []string{srv.ClientURL()}, User: "demo", Password: "wrong"}
+	start := time.Now()
+	_, err := run(t.Context(), o)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, natsstore.ErrAuthentication)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.NotContains(t, out.String(), "instance up")
+}
+
+// TestDemoInterrupted cancels the demo in the middle, as Ctrl-C does: it
+// returns promptly, and every instance has exited.
+func TestDemoInterrupted(t *testing.T) {
+	t.Parallel()
+	out := &syncBuffer{}
+	o := testOptions(out)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	go func() {
+		// Cancel once the first leader is elected.
+		for !strings.Contains(out.String(), "leader elected") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel(errors.New("interrupted"))
+	}()
+	start := time.Now()
+	_, err := run(ctx, o)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 20*time.Second)
+	assertNoInstanceLeft(t, out.String())
+}
+
+// assertNoInstanceLeft checks that no process the demo started is alive.
+func assertNoInstanceLeft(t *testing.T, log string) {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		_, rest, ok := strings.Cut(line, "instance up; competing for the lease")
+		if !ok {
+			continue
+		}
+		_, pid, ok := strings.Cut(rest, "pid=")
+		require.True(t, ok)
+		pid, _, _ = strings.Cut(pid, " ")
+		var n int
+		for _, c := range pid {
+			n = n*10 + int(c-'0')
+		}
+		err := syscall.Kill(n, 0)
+		assert.ErrorIs(t, err, syscall.ESRCH, "instance pid %d is still alive", n)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, orchestratorMain([]string{"--help"}, &stdout, &stderr))
+	help := stderr.String()
+	for _, flag := range []string{"-instances", "-ttl", "-nats-url", "-creds", "-nkey", "-user", "-password", "-token", "-tls-ca", "-bucket", "-no-color"} {
+		assert.Contains(t, help, flag)
+	}
+	assert.NotContains(t, help, instanceArg, "the instance switch is hidden")
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-instances", "1"},
+		{"-instances", "10"},
+		{"-ttl", "1500ms"},
+		{"-ttl", "0s"},
+		{"-user", "u"}, // credentials without -nats-url
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, orchestratorMain(args, &stdout, &stderr), "%v", args)
+		assert.NotEmpty(t, stderr.String(), "%v", args)
+	}
+}
