@@ -46,6 +46,12 @@ type env struct {
 	nats    *harness.NATS
 	proxies *harness.Proxies
 	fence   *resource.Server
+	// direct connects holders to nats-server without a proxy, for
+	// scenarios that inject no network fault: toxiproxy runs in this
+	// (race-instrumented) process and would add its own latency.
+	direct bool
+	// extra flags for every holder of the scenario (such as -mode lock).
+	extra []string
 
 	mu      sync.Mutex
 	seq     int
@@ -82,11 +88,17 @@ func (e *env) start(extra ...string) *holder {
 	e.seq++
 	name := fmt.Sprintf("h%d", e.seq)
 	e.mu.Unlock()
-	proxy, err := e.proxies.Proxy(e.t, name, e.nats.Addr())
-	require.NoError(e.t, err)
-	h := &holder{name: name, proxy: proxy, log: filepath.Join(e.dir, name+".log")}
-	args := append([]string{"-nats", proxy.URL(), "-fence", e.fence.URL(), "-lease", e.lease, "-proc", name,
-		"-log", h.log, "-ttl", ttl.String(), "-renew", renew.String(), "-bucket", bucket}, extra...)
+	h := &holder{name: name, log: filepath.Join(e.dir, name+".log")}
+	url := e.nats.URL()
+	if !e.direct {
+		var err error
+		h.proxy, err = e.proxies.Proxy(e.t, name, e.nats.Addr())
+		require.NoError(e.t, err)
+		url = h.proxy.URL()
+	}
+	args := append([]string{"-nats", url, "-fence", e.fence.URL(), "-lease", e.lease, "-proc", name,
+		"-log", h.log, "-ttl", ttl.String(), "-renew", renew.String(), "-bucket", bucket}, append(e.extra, extra...)...)
+	var err error
 	h.proc, err = harness.Start(e.t, e.dir, name, bins["chaos-holder"], args...)
 	require.NoError(e.t, err)
 	require.NoError(e.t, h.proc.AwaitOutput("ready\n", 1, limit))
@@ -266,11 +278,19 @@ func judge(t *testing.T, name string, h record.History, linOps []record.Op, desc
 		Cause: strings.Join(causes, ", "), Linearizable: linVerdict(lin), LateStops: res.LateStops,
 		Excused: res.Excused, Notes: notes,
 	}
+	if split := splitReleases(res.Handovers); split != "" {
+		row.Notes = strings.TrimPrefix(row.Notes+"; "+split, "; ")
+	}
+	if lin == porcupine.Illegal || len(res.Violations) > 0 {
+		if b, err := json.MarshalIndent(h, "", " "); err == nil {
+			path := filepath.Join(os.TempDir(), "chaos-"+name+"-history.json")
+			if os.WriteFile(path, b, 0o644) == nil {
+				t.Logf("%s: history in %s", name, path)
+			}
+		}
+	}
 	if lin == porcupine.Illegal {
 		row.Violations++
-		if b, err := json.MarshalIndent(h, "", " "); err == nil {
-			_ = os.WriteFile(filepath.Join(os.TempDir(), "chaos-"+name+"-history.json"), b, 0o644)
-		}
 		path := filepath.Join(os.TempDir(), "chaos-"+name+"-linearizability.html")
 		if err := porcupine.VisualizePath(check.Model.ToModel(), info, path); err == nil {
 			t.Errorf("%s: the store history is not linearizable; see %s", name, path)
@@ -285,10 +305,31 @@ func judge(t *testing.T, name string, h record.History, linOps []record.Op, desc
 		}
 		t.Errorf("%s: %v", name, v)
 	}
-	t.Logf("%s: %d runs, %d handovers, %d violations, takeover %+v, linearizable %s, %d ops, %d writes",
-		name, row.Runs, row.Handovers, row.Violations, row.Takeover, row.Linearizable, len(h.Ops), len(h.Writes))
+	t.Logf("%s: %d runs, %d handovers, %d violations, takeover %+v, linearizable %s, %d ops, %d writes; %s",
+		name, row.Runs, row.Handovers, row.Violations, row.Takeover, row.Linearizable, len(h.Ops), len(h.Writes), row.Notes)
 	return row
 }
+
+// splitReleases says where the time of graceful handovers goes: from the
+// release call to the new owner's acquire returning, and from there to its
+// workload's start.
+func splitReleases(hs []check.Handover) string {
+	var toAcq, toWork []time.Duration
+	for _, h := range hs {
+		if h.Cause == "release" && h.To.WorkStart != 0 {
+			toAcq = append(toAcq, time.Duration(h.To.Acquired-h.From.ReleaseCall))
+			toWork = append(toWork, time.Duration(h.To.WorkStart-h.To.Acquired))
+		}
+	}
+	if len(toAcq) == 0 {
+		return ""
+	}
+	a, w := check.Summarize(toAcq), check.Summarize(toWork)
+	return fmt.Sprintf("release call to acquired p50/p99 %.1f/%.1f ms, acquired to workload start %.1f/%.1f ms",
+		msf(a.P50), msf(a.P99), msf(w.P50), msf(w.P99))
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func linVerdict(r porcupine.CheckResult) string {
 	switch r {

@@ -46,6 +46,34 @@ func TestKillIdle(t *testing.T) {
 	e.finish("SIGKILL of the leader at a random moment", n, "", string(record.MarkKill))
 }
 
+func TestLockKillIdle(t *testing.T) {
+	e := newEnv(t, "lock-kill-idle")
+	e.extra = []string{"-mode", "lock"}
+	n := rounds(2, 30)
+	crashLoop(e, n, func(h *holder) string {
+		time.Sleep(jitter(renew))
+		e.kill(h, "idle")
+		return ""
+	})
+	e.finish("lock.Locker holders: SIGKILL of the guard's process at a random moment", n, "", string(record.MarkKill))
+}
+
+func TestLockPause(t *testing.T) {
+	fullOnly(t)
+	e := newEnv(t, "lock-pause-3x-ttl")
+	e.extra = []string{"-mode", "lock"}
+	n := rounds(2, 12)
+	e.startN(candidates)
+	for range n {
+		h, _ := e.current()
+		time.Sleep(jitter(renew))
+		e.pause(h, 3*ttl)
+		time.Sleep(ttl)
+	}
+	e.current()
+	e.finish("lock.Locker holders: SIGSTOP of the guard's process for 3 s, then SIGCONT", n, "", string(record.MarkStop))
+}
+
 func TestKillMidRenewal(t *testing.T) {
 	e := newEnv(t, "kill-mid-renewal")
 	n := rounds(3, 30)
@@ -196,8 +224,10 @@ func TestTamperGarbage(t *testing.T) { testTamper(t, record.OpGarbage, true) }
 
 // testCycles runs processes of candidates whose workloads return after
 // hold, which releases the lease: graceful handovers, as fast as they go.
-func testCycles(t *testing.T, name, desc string, procs, each int, d time.Duration) {
+func testCycles(t *testing.T, name, desc string, procs, each int, d time.Duration, extra ...string) {
 	e := newEnv(t, name)
+	e.direct = true
+	e.extra = extra
 	e.startN(procs, "-candidates", fmt.Sprint(each), "-hold", "20ms")
 	time.Sleep(d)
 	e.finish(desc, 1, fmt.Sprintf("%d processes x %d candidates for %v", procs, each, d), "release")
@@ -207,7 +237,12 @@ func TestGraceful(t *testing.T) {
 	testCycles(t, "graceful", "3 holders; each leader releases after 20 ms of work", 3, 1, time.Duration(rounds(3, 40))*time.Second)
 }
 
+func TestLockGraceful(t *testing.T) {
+	testCycles(t, "lock-graceful", "3 lock.Locker holders; each releases its guard after 20 ms of work", 3, 1,
+		time.Duration(rounds(2, 20))*time.Second, "-mode", "lock")
+}
+
 func TestHerd(t *testing.T) {
 	fullOnly(t)
-	testCycles(t, "herd-100", "100 candidates in 4 processes; each leader releases after 20 ms", 4, 25, 30*time.Second)
+	testCycles(t, "herd-100", "100 candidates in 4 processes; each leader releases after 20 ms", 4, 25, 15*time.Second)
 }

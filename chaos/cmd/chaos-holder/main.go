@@ -1,5 +1,6 @@
 // Command chaos-holder is a lease holder for the chaos suite: one or more
-// candidates (actors.LeaseSupervisor over natsstore) competing for one lease
+// candidates (actors.LeaseSupervisor, or lock.Locker with -mode lock, over
+// natsstore) competing for one lease
 // through a NATS URL (the suite's proxy), whose workload writes through the
 // fenced resource. Every store operation and every workload start and stop
 // is appended to a log on the reference clock (package record).
@@ -28,13 +29,14 @@ import (
 	"github.com/asterforge/aster/chaos/record"
 	"github.com/asterforge/aster/chaos/resource"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/lock"
 	"github.com/asterforge/aster/natsstore"
 )
 
 type options struct {
-	natsURL, fenceURL, leaseID, proc, logPath, bucket string
-	ttl, renew, standby, writeEvery, hold             time.Duration
-	candidates                                        int
+	natsURL, fenceURL, leaseID, proc, logPath, bucket, mode string
+	ttl, renew, standby, writeEvery, hold                   time.Duration
+	candidates                                              int
 }
 
 func main() {
@@ -50,6 +52,7 @@ func main() {
 	flag.DurationVar(&o.standby, "standby", 500*time.Millisecond, "standby retry interval")
 	flag.DurationVar(&o.writeEvery, "write-every", 10*time.Millisecond, "period of the workload's fenced writes")
 	flag.DurationVar(&o.hold, "hold", 0, "the workload returns after leading this long (a graceful handover); 0 holds on")
+	flag.StringVar(&o.mode, "mode", "supervisor", "supervisor (actors.LeaseSupervisor) or lock (lock.Locker)")
 	flag.IntVar(&o.candidates, "candidates", 1, "candidates in this process, each with its own owner ID")
 	flag.Parse()
 
@@ -97,7 +100,16 @@ func run(ctx context.Context, o options) error {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, o.candidates)
-	for range o.candidates {
+	if o.mode == "lock" {
+		for range o.candidates {
+			wg.Go(func() {
+				if err := lockLoop(ctx, o, store, log, fence); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	for range o.candidates * boolInt(o.mode == "supervisor") {
 		cfg := lease.Config{
 			LeaseID: o.leaseID, OwnerID: lease.NewOwnerID(), TTL: o.ttl,
 			RenewInterval: o.renew, StandbyRetryInterval: o.standby,
@@ -105,7 +117,7 @@ func run(ctx context.Context, o options) error {
 		sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
 			Lease:    cfg,
 			Store:    record.NewStore(store, log, o.proc, cfg, nil),
-			Workload: actors.WorkloadFunc(workload(o, cfg, log, fence)),
+			Workload: actors.WorkloadFunc(workload(o, cfg.OwnerID, log, fence)),
 			Restart:  actors.RestartPolicy{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond, MaxRestarts: -1},
 		})
 		if err != nil {
@@ -127,11 +139,56 @@ func run(ctx context.Context, o options) error {
 	return errors.Join(append(all, log.Err())...)
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// lockLoop takes the lock (lock.Locker) again and again, runs the workload
+// under each guard, and releases it, until ctx is done.
+func lockLoop(ctx context.Context, o options, store *natsstore.Store, log *record.Log, fence *resource.Client) error {
+	cfg := lease.Config{TTL: o.ttl} // the lock's safety margin is the lease default, TTL/10
+	locker, err := lock.New(record.NewStore(store, log, o.proc, cfg, nil), lock.Config{
+		TTL: o.ttl, RenewInterval: o.renew, RetryInterval: o.standby,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = locker.Close(cctx)
+	}()
+	for ctx.Err() == nil {
+		g, err := locker.Acquire(ctx, o.leaseID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if token, err := g.Token(); err == nil {
+			wctx, cancel := context.WithCancel(g.Context())
+			stop := context.AfterFunc(ctx, cancel)
+			_ = workload(o, g.OwnerID(), log, fence)(wctx, token)
+			stop()
+			cancel()
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), o.ttl)
+		_ = g.Release(rctx)
+		cancel()
+	}
+	return nil
+}
+
 // workload writes through the fence every o.writeEvery while the lease is
 // held, and returns after o.hold if set, which hands the lease over.
-func workload(o options, cfg lease.Config, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
+func workload(o options, owner string, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
 	return func(ctx context.Context, token lease.Token) error {
-		w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: cfg.OwnerID, Token: uint64(token), Start: record.Now()}
+		w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: owner, Token: uint64(token), Start: record.Now()}
 		log.Start(w)
 		defer func() {
 			w.Stop = record.Now()
@@ -150,7 +207,7 @@ func workload(o options, cfg lease.Config, log *record.Log, fence *resource.Clie
 				return nil
 			}
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = fence.Write(wctx, o.leaseID, o.proc, cfg.OwnerID, uint64(token))
+			_ = fence.Write(wctx, o.leaseID, o.proc, owner, uint64(token))
 			cancel()
 			select {
 			case <-ctx.Done():
