@@ -139,16 +139,8 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 	// Close or by an earlier attempt), its watchdog is stopped or being
 	// stopped by the keeper: sending to it would only make dead letters.
 	ended := g.hold.MarkReleased()
-	if stopDog && ended && g.dog != nil {
-		// Wait until the renewal in flight, if any, has finished, so that
-		// the revision does not move under the compare-and-swap.
-		bound := g.l.cfg.leaseConfig("", "", g.hold.Lease().TTL, 0).EffectiveStopTimeout()
-		if dl, ok := ctx.Deadline(); ok {
-			bound = min(bound, time.Until(dl))
-		}
-		if !stopAndWait(g.l.sys, g.dog, bound) {
-			g.l.log.Debug("lock: watchdog did not stop in time; releasing anyway", "lease_id", g.hold.Lease().ID)
-		}
+	if stopDog && ended {
+		g.stopWatchdog(ctx)
 	}
 	err := actors.ReleaseHold(ctx, g.l.store, g.hold)
 	le := g.hold.Lease()
@@ -167,6 +159,25 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 	g.l.log.Debug("lock: released", "lease_id", le.ID, "token", uint64(le.Token))
 	g.l.emit(actors.Released{Subject: subject(le), Token: le.Token})
 	return nil
+}
+
+// stopWatchdog has the keeper stop the guard's watchdog, and waits until it
+// has terminated (the renewal in flight, if any, finished, so that the
+// revision does not move under the compare-and-swap), at most the stop
+// timeout and never past ctx.
+func (g *Guard) stopWatchdog(ctx context.Context) {
+	le := g.hold.Lease()
+	stopped := make(chan struct{})
+	g.l.sys.Root.Send(g.l.keeper, stopWatchdog{key: guardKey{le.ID, le.Token}, stopped: stopped})
+	t := time.NewTimer(g.l.cfg.leaseConfig("", "", le.TTL, 0).EffectiveStopTimeout())
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-g.l.keeperDone: // closed: every watchdog has stopped
+	case <-t.C:
+		g.l.log.Debug("lock: watchdog did not stop in time; releasing anyway", "lease_id", le.ID)
+	case <-ctx.Done():
+	}
 }
 
 // closeRelease releases g for Close, unless a release already reached a

@@ -38,10 +38,10 @@ func TestPoisonWhenRenewalsKeepFailing(t *testing.T) {
 		assert.Zero(t, g.Remaining())
 		_, _, ok := r.holder("res")
 		assert.True(t, ok, "poisoned before the key expires at the store")
+
+		synctest.Wait() // the watchdog reports after it has poisoned the guard
 		assert.Greater(t, count[actors.RenewalFailed](r.rec), 2, "retried before giving up")
 		assert.Equal(t, 1, count[actors.Poisoned](r.rec))
-
-		synctest.Wait()
 		assert.Zero(t, r.locker.Held(), "the keeper stopped the poisoned watchdog")
 		calls := r.faults.Calls(leasetest.OpRenew)
 		time.Sleep(time.Minute)
@@ -73,7 +73,7 @@ func TestTransientRenewalFailuresDoNotPoison(t *testing.T) {
 		g, err := r.locker.Acquire(t.Context(), "res")
 		require.NoError(t, err)
 		r.faults.FailRenewals(3)
-		time.Sleep(30 * time.Second)
+		time.Sleep(31 * time.Second) // not at a renewal tick (helpers_test.go)
 		synctest.Wait()
 		_, err = g.Token()
 		require.NoError(t, err)
@@ -108,7 +108,8 @@ func TestExtendChangesWhatTheWatchdogRenews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
 		defer mem.Close()
-		store := &recordingStore{Store: mem}
+		faults := leasetest.NewFaultStore(mem)
+		store := &recordingStore{Store: faults}
 		l, err := lock.New(store, lock.Config{TTL: 3 * time.Second}) // renew every 1 s
 		require.NoError(t, err)
 		defer l.Close(context.Background())
@@ -122,7 +123,7 @@ func TestExtendChangesWhatTheWatchdogRenews(t *testing.T) {
 		assert.Equal(t, 12*time.Second, g.TTL())
 		assert.Equal(t, 12*time.Second-1200*time.Millisecond, g.Remaining(), "renewed at once with the new TTL")
 
-		time.Sleep(20 * time.Second)
+		time.Sleep(21 * time.Second)
 		synctest.Wait()
 		renewed, at := store.renewals()
 		// 1 s, 2 s with 3 s; 2.5 s (Extend) then every 4 s (12 s / 3) with 12 s.
@@ -131,21 +132,26 @@ func TestExtendChangesWhatTheWatchdogRenews(t *testing.T) {
 		for i, w := range want {
 			assert.Equal(t, start.Add(w*time.Millisecond), at[i], "renewal %d", i)
 			ttl := 3 * time.Second
-			if at[i].After(extendedAt) || at[i].Equal(extendedAt) {
+			if !at[i].Before(extendedAt) {
 				ttl = 12 * time.Second
 			}
 			assert.Equal(t, ttl, renewed[i].TTL, "renewal %d writes the TTL in force", i)
 		}
 
-		// The store keeps the key for the new TTL: with renewals failing from
-		// now on, it outlives the old 3 s TTL.
+		// The store keeps the key for the new TTL: with renewals failing
+		// from now on, it outlives the old 3 s TTL by far.
+		faults.FailAll(leasetest.OpRenew, lease.ErrUnavailable)
 		last := at[len(at)-1]
-		l2, err := lock.New(mem, lock.Config{NodeID: "other"})
+		other, err := lock.New(mem, lock.Config{NodeID: "other"})
 		require.NoError(t, err)
-		defer l2.Close(context.Background())
-		time.Sleep(last.Add(11 * time.Second).Sub(time.Now()))
-		_, err = l2.TryAcquire(t.Context(), "res")
-		assert.ErrorIs(t, err, lock.ErrHeld)
+		defer other.Close(context.Background())
+		time.Sleep(time.Until(last.Add(11 * time.Second)))
+		_, err = other.TryAcquire(t.Context(), "res")
+		assert.ErrorIs(t, err, lock.ErrHeld, "3 s after the last renewal")
+		assert.True(t, closed(g.Lost()), "the holder gave up before the key expired")
+		time.Sleep(time.Until(last.Add(12 * time.Second)))
+		_, err = other.TryAcquire(t.Context(), "res")
+		assert.NoError(t, err, "expired 12 s after the last renewal")
 	})
 }
 

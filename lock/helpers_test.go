@@ -51,6 +51,12 @@ func count[T actors.Event](r *recorder) int {
 	return len(evs)
 }
 
+// Timing tests stop a watchdog (Release, Close) between its renewals, never
+// at the virtual instant its timer fires: the Watchdog's timer callback can
+// race with its stop and send a tick to an actor that is gone, and
+// protoactor answers a dead letter with a goroutine that sleeps 1 s, which
+// would outlive the synctest bubble.
+
 // rig is one Locker over a FaultStore over a MemStore, closed when the
 // test ends. Make it inside a synctest bubble for timing tests.
 type rig struct {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -40,7 +39,8 @@ type guardKey struct {
 type keptGuard struct {
 	g        *Guard
 	dog      *actor.PID
-	stopping bool // the keeper has stopped it
+	stopping bool          // the keeper has stopped it
+	stopped  chan struct{} // closed when it has terminated, for a release
 }
 
 // Messages to the keeper.
@@ -55,6 +55,12 @@ type (
 	// closeKeeper refuses new watchdogs from now on, ends every Hold
 	// (MarkReleased) and answers the guards.
 	closeKeeper struct{ reply chan<- []*Guard }
+	// stopWatchdog stops the watchdog of a released guard and closes
+	// stopped when it has terminated (at once when there is none).
+	stopWatchdog struct {
+		key     guardKey
+		stopped chan struct{}
+	}
 )
 
 func keeperProps(l *Locker) *actor.Props {
@@ -77,13 +83,11 @@ func (k *keeper) Receive(c actor.Context) {
 		// The watchdog has poisoned the Hold (token reads fail, the guard's
 		// context is cancelled) and is idle: stop it.
 		// When closing, every watchdog is being stopped already.
-		key := guardKey{m.LeaseID, m.Token}
-		if kg, ok := k.guards[key]; ok && !kg.stopping && !k.closing {
-			c.Stop(kg.dog)
-			kg.stopping = true
-			k.guards[key] = kg
-			k.stopping++
+		if !k.closing {
+			k.stop(c, guardKey{m.LeaseID, m.Token}, nil)
 		}
+	case stopWatchdog:
+		k.stop(c, m.key, m.stopped)
 	case *actor.Terminated:
 		k.terminated(m.Who)
 	case closeKeeper:
@@ -129,6 +133,9 @@ func (k *keeper) terminated(who *actor.PID) {
 	}
 	delete(k.guards, key)
 	k.l.held.Add(-1)
+	if kg.stopped != nil {
+		close(kg.stopped)
+	}
 	if kg.stopping {
 		k.stopping--
 		k.answerClose()
@@ -140,6 +147,33 @@ func (k *keeper) terminated(who *actor.PID) {
 			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
 		k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: actors.PoisonStoreError, Err: h.Err()})
 	}
+}
+
+// stop stops the watchdog of key, once, and closes stopped (if not nil)
+// when it has terminated. All stops of single watchdogs go through the
+// keeper, so that it knows which children are stopping and never sends Stop
+// to a watchdog that is gone (a dead letter).
+func (k *keeper) stop(c actor.Context, key guardKey, stopped chan struct{}) {
+	kg, ok := k.guards[key]
+	if !ok {
+		if stopped != nil {
+			close(stopped)
+		}
+		return
+	}
+	if stopped != nil {
+		if kg.stopped != nil {
+			close(stopped) // cannot happen: a guard releases once at a time
+		} else {
+			kg.stopped = stopped
+		}
+	}
+	if !kg.stopping {
+		c.Stop(kg.dog)
+		kg.stopping = true
+		k.stopping++
+	}
+	k.guards[key] = kg
 }
 
 // answerClose answers a pending closeKeeper with the guards still held,
@@ -172,14 +206,4 @@ func parseWatchdogID(id, parent string) (guardKey, bool) {
 		return guardKey{}, false
 	}
 	return guardKey{leaseID, lease.Token(n)}, true
-}
-
-// stopAndWait stops the actor at pid and waits at most timeout until it has
-// terminated (its current message handled). A dead PID answers at once.
-func stopAndWait(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration) bool {
-	f := actor.NewFuture(sys, max(timeout, time.Millisecond))
-	proc, _ := sys.ProcessRegistry.Get(pid) // a dead PID gives dead letters, which answer Terminated
-	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
-	sys.Root.Stop(pid)
-	return f.Wait() == nil
 }

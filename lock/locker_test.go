@@ -231,7 +231,7 @@ func TestAcquirePollsWhenTheWatchIsSilent(t *testing.T) {
 					assert.NoError(t, err)
 					got <- g
 				}()
-				time.Sleep(time.Minute) // polls back off to the retry interval
+				time.Sleep(61 * time.Second) // polls back off to the retry interval; not at a renewal
 				synctest.Wait()
 				releasedAt := time.Now()
 				require.NoError(t, ga.Release(t.Context()))
@@ -351,7 +351,7 @@ func TestPrefixAndPerLockTTL(t *testing.T) {
 		assert.Equal(t, g.OwnerID(), owner)
 		assert.Equal(t, 6*time.Second, g.TTL())
 		assert.Equal(t, 6*time.Second-600*time.Millisecond, g.Remaining())
-		time.Sleep(time.Minute)
+		time.Sleep(61 * time.Second) // not at a renewal tick (helpers_test.go)
 		_, err = g.Token()
 		require.NoError(t, err, "renewed all along")
 	})
