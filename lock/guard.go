@@ -168,7 +168,9 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 func (g *Guard) stopWatchdog(ctx context.Context) {
 	le := g.hold.Lease()
 	stopped := make(chan struct{})
-	g.l.sys.Root.Send(g.l.keeper, stopWatchdog{key: guardKey{le.ID, le.Token}, stopped: stopped})
+	if !g.l.sendKeeper(stopWatchdog{key: guardKey{le.ID, le.Token}, stopped: stopped}) {
+		stopped = nil // Close is stopping every watchdog
+	}
 	t := time.NewTimer(g.l.cfg.leaseConfig("", "", le.TTL, 0).EffectiveStopTimeout())
 	defer t.Stop()
 	select {

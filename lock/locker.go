@@ -277,7 +277,9 @@ func (l *Locker) giveBack(le lease.Lease) {
 // or its end.
 func (l *Locker) register(g *Guard, cfg lease.Config) error {
 	reply := make(chan error, 1)
-	l.sys.Root.Send(l.keeper, spawnWatchdog{g: g, cfg: cfg, reply: reply})
+	if !l.sendKeeper(spawnWatchdog{g: g, cfg: cfg, reply: reply}) {
+		return lease.ErrClosed
+	}
 	select {
 	case err := <-reply:
 		return err
@@ -289,6 +291,20 @@ func (l *Locker) register(g *Guard, cfg lease.Config) error {
 			return lease.ErrClosed
 		}
 	}
+}
+
+// sendKeeper sends msg to the keeper unless Close has started, and reports
+// whether it did. Sending under l.mu orders msg before Close's closeKeeper
+// in the keeper's mailbox, so the keeper handles it before it stops, and
+// nothing is sent to a stopped keeper.
+func (l *Locker) sendKeeper(msg any) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.sys.Root.Send(l.keeper, msg)
+	return true
 }
 
 func (l *Locker) emit(ev actors.Event) {
@@ -368,26 +384,20 @@ func (l *Locker) Close(ctx context.Context) error {
 	var guards []*Guard
 	reply := make(chan []*Guard, 1)
 	l.sys.Root.Send(l.keeper, closeKeeper{reply: reply})
-	select {
-	case guards = <-reply:
-	case <-ctx.Done():
+	if !wait(ctx, reply, &guards) {
 		report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
 	}
 
 	// Stopping the keeper stops every watchdog; each finishes the renewal
 	// it may be sending (aborted: its Hold has ended) before it stops.
 	l.sys.Root.Stop(l.keeper)
-	select {
-	case <-l.keeperDone:
-	case <-ctx.Done():
+	if !wait(ctx, l.keeperDone, nil) {
 		report.NotStopped = append(report.NotStopped, strconv.FormatInt(l.held.Load(), 10)+" watchdogs")
 	}
 
 	report.NotReleased = l.releaseAll(ctx, guards)
 
-	select {
-	case <-l.callsDone:
-	case <-ctx.Done():
+	if !wait(ctx, l.callsDone, nil) {
 		l.mu.Lock()
 		n := l.calls
 		l.mu.Unlock()
@@ -401,6 +411,28 @@ func (l *Locker) Close(ctx context.Context) error {
 		l.log.Warn("lock: closed with problems", "error", l.closeErr)
 	}
 	return l.closeErr
+}
+
+// wait receives from ch into *v (when v is not nil) and reports true, or
+// reports false when ctx ends first. A ready ch wins over an ended ctx.
+func wait[T any](ctx context.Context, ch <-chan T, v *T) bool {
+	select {
+	case x := <-ch:
+		if v != nil {
+			*v = x
+		}
+		return true
+	default:
+	}
+	select {
+	case x := <-ch:
+		if v != nil {
+			*v = x
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // releaseWorkers bounds the store calls Close makes at once.
