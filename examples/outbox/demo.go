@@ -17,6 +17,7 @@ import (
 
 	"github.com/lmittmann/tint"
 
+	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/natsstore"
 )
 
@@ -38,18 +39,18 @@ type options struct {
 	exe string // the binary to run instances with; "" means this one
 }
 
-// demo is one run of the demo: the orchestrator's state.
-type demo struct {
+// orchestrator is one run of the demo: the orchestrator's state.
+type orchestrator struct {
 	o    options
 	log  *slog.Logger
-	con  *console
+	con  *demo.Console
 	rec  *recorder
 	hub  *hub
 	dial natsstore.DialOptions
 	exe  string
 
 	mu   sync.Mutex
-	kids map[string]*child
+	kids map[string]*demo.Child
 	next int // number of the next instance
 }
 
@@ -57,11 +58,11 @@ type demo struct {
 // summary (partial when it did not finish). Whatever happens, every
 // instance process it started has exited when it returns.
 func run(ctx context.Context, o options) (*summary, error) {
-	con := newConsole(o.out, o.live, o.width)
+	con := demo.NewConsole(o.out, o.live, o.width)
 	defer con.Close()
-	log := newLogger(con, !o.color)
+	log := demo.NewLogger(con, !o.color)
 	rec := newRecorder()
-	d := &demo{o: o, log: log, con: con, rec: rec, kids: map[string]*child{}, next: 1}
+	d := &orchestrator{o: o, log: log, con: con, rec: rec, kids: map[string]*demo.Child{}, next: 1}
 
 	d.exe = o.exe
 	if d.exe == "" {
@@ -79,7 +80,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		ns, err := startNATS(dir)
+		ns, err := demo.StartNATS(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +132,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 
 	con.SetStatus(rec.status)
 	stopTick, ticked := make(chan struct{}), make(chan struct{})
-	go func() { defer close(ticked); con.tick(100*time.Millisecond, stopTick) }()
+	go func() { defer close(ticked); con.Tick(100*time.Millisecond, stopTick) }()
 	defer func() { close(stopTick); <-ticked }()
 
 	err = d.script(ctx)
@@ -143,7 +144,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 }
 
 // script is the scenario.
-func (d *demo) script(ctx context.Context) error {
+func (d *orchestrator) script(ctx context.Context) error {
 	o, rec := d.o, d.rec
 	var first []string
 	for range o.instances {
@@ -247,13 +248,13 @@ func (d *demo) script(ctx context.Context) error {
 }
 
 // step logs a step of the script.
-func (d *demo) step(msg string, args ...any) {
+func (d *orchestrator) step(msg string, args ...any) {
 	d.log.Info("▶ "+msg, args...)
 }
 
 // waitTakeover waits until an instance other than old leads and has written
 // through the fence, and logs the handover.
-func (d *demo) waitTakeover(ctx context.Context, old string, timeout time.Duration) error {
+func (d *orchestrator) waitTakeover(ctx context.Context, old string, timeout time.Duration) error {
 	rec := d.rec
 	err := rec.waitFor(ctx, timeout, "a standby to take over from "+old, func() bool {
 		return rec.leaderWroteLocked(old)
@@ -277,7 +278,7 @@ func (d *demo) waitTakeover(ctx context.Context, old string, timeout time.Durati
 }
 
 // spawn starts the next instance.
-func (d *demo) spawn() (string, error) {
+func (d *orchestrator) spawn() (string, error) {
 	d.mu.Lock()
 	name := "i" + strconv.Itoa(d.next)
 	d.next++
@@ -298,24 +299,24 @@ func (d *demo) spawn() (string, error) {
 		"-interval", d.o.interval.String(),
 		"-color=" + strconv.FormatBool(d.o.color),
 	}
-	out := &prefixWriter{c: d.con, prefix: d.prefix(name)}
-	c, err := startChild(name, d.exe, args, []string{envDial + "=" + string(js)}, out)
+	out := demo.NewPrefixWriter(d.con, d.prefix(name))
+	c, err := demo.StartChild(name, d.exe, args, []string{envDial + "=" + string(js)}, out)
 	if err != nil {
 		return "", err
 	}
 	d.mu.Lock()
 	d.kids[name] = c
 	d.mu.Unlock()
-	d.rec.started(name, c.pid())
+	d.rec.started(name, c.PID())
 	go func() {
-		<-c.done
+		<-c.Done()
 		d.rec.exited(name)
 	}()
 	return name, nil
 }
 
 // prefix is an instance's name in its own colour, for its log lines.
-func (d *demo) prefix(name string) string {
+func (d *orchestrator) prefix(name string) string {
 	if !d.o.color {
 		return name + " │ "
 	}
@@ -325,7 +326,7 @@ func (d *demo) prefix(name string) string {
 }
 
 // signal records the action and sends its signal to instance name.
-func (d *demo) signal(name, kind string) error {
+func (d *orchestrator) signal(name, kind string) error {
 	d.mu.Lock()
 	c := d.kids[name]
 	d.mu.Unlock()
@@ -335,14 +336,14 @@ func (d *demo) signal(name, kind string) error {
 	d.rec.act(kind, name)
 	switch kind {
 	case actKill:
-		c.kill()
+		c.Kill()
 		return nil
 	case actPause:
-		return c.signal(syscall.SIGSTOP)
+		return c.Signal(syscall.SIGSTOP)
 	case actResume:
-		return c.signal(syscall.SIGCONT)
+		return c.Signal(syscall.SIGCONT)
 	case actStop:
-		return c.signal(syscall.SIGTERM)
+		return c.Signal(syscall.SIGTERM)
 	}
 	return fmt.Errorf("unknown action %q", kind)
 }
@@ -350,11 +351,11 @@ func (d *demo) signal(name, kind string) error {
 // stopAll stops every instance still running: the standbys first, so that
 // none of them takes over from the leader as it goes, then the rest. Each
 // gets a bounded grace period, then SIGKILL. It is idempotent.
-func (d *demo) stopAll() {
+func (d *orchestrator) stopAll() {
 	d.mu.Lock()
-	kids := make([]*child, 0, len(d.kids))
+	kids := make([]*demo.Child, 0, len(d.kids))
 	for _, c := range d.kids {
-		if !c.exited() {
+		if !c.Exited() {
 			kids = append(kids, c)
 		}
 	}
@@ -363,22 +364,22 @@ func (d *demo) stopAll() {
 		return
 	}
 	leader, _ := d.rec.leader()
-	var standbys, rest []*child
+	var standbys, rest []*demo.Child
 	for _, c := range kids {
-		if c.name == leader {
+		if c.Name() == leader {
 			rest = append(rest, c)
 		} else {
 			standbys = append(standbys, c)
 		}
 	}
 	grace := 3*d.o.ttl + 2*time.Second // the LeaseSupervisor's shutdown budget is under 2 TTL + 1 s
-	for _, group := range [][]*child{standbys, rest} {
+	for _, group := range [][]*demo.Child{standbys, rest} {
 		var wg sync.WaitGroup
 		for _, c := range group {
-			d.rec.act(actStop, c.name)
+			d.rec.act(actStop, c.Name())
 			wg.Go(func() {
-				if !c.stop(grace) {
-					d.log.Warn("instance did not stop in time; killed", "inst", c.name, "grace", grace)
+				if !c.Stop(grace) {
+					d.log.Warn("instance did not stop in time; killed", "inst", c.Name(), "grace", grace)
 				}
 			})
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/supervision"
@@ -74,7 +75,7 @@ func instanceMain(args []string) int {
 			return 2
 		}
 	}
-	log := newLogger(os.Stderr, !*color)
+	log := demo.NewLogger(os.Stderr, !*color)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -157,9 +158,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	tty := false
-	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
+	if f, ok := stdout.(*os.File); ok && demo.IsTerminal(f) {
 		tty = true
-		o.width = func() int { return termWidth(f) }
+		o.width = func() int { return demo.TermWidth(f) }
 	}
 	o.color = tty && !*noColor
 	o.live = o.color

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package demo
 
 import (
 	"errors"
@@ -10,12 +10,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// embeddedNATS is an in-process nats-server with JetStream on 127.0.0.1.
-type embeddedNATS struct{ srv *server.Server }
+// NATS is an in-process nats-server with JetStream on 127.0.0.1.
+type NATS struct{ srv *server.Server }
 
-// startNATS starts a server keeping its JetStream store in dir, on a port
+// StartNATS starts a server keeping its JetStream store in dir, on a port
 // the kernel picks.
-func startNATS(dir string) (*embeddedNATS, error) {
+func StartNATS(dir string) (*NATS, error) {
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "aster-demo",
 		Host:       "127.0.0.1",
@@ -33,12 +33,14 @@ func startNATS(dir string) (*embeddedNATS, error) {
 		srv.Shutdown()
 		return nil, errors.New("embedded NATS: not ready within 10s")
 	}
-	return &embeddedNATS{srv: srv}, nil
+	return &NATS{srv: srv}, nil
 }
 
-func (e *embeddedNATS) URL() string { return e.srv.ClientURL() }
+// URL is the server's client URL.
+func (e *NATS) URL() string { return e.srv.ClientURL() }
 
-func (e *embeddedNATS) Close() {
+// Close shuts the server down and waits until it has.
+func (e *NATS) Close() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }

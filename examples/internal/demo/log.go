@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package demo
 
 import (
 	"io"
@@ -12,27 +12,28 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// newLogger returns the demo's coloured logger (plain when noColor).
-func newLogger(w io.Writer, noColor bool) *slog.Logger {
+// NewLogger returns the demo's coloured logger (plain when noColor).
+func NewLogger(w io.Writer, noColor bool) *slog.Logger {
 	return slog.New(tint.NewTextHandler(w, &tint.Options{
 		TimeFormat:  "15:04:05.000",
 		NoColor:     noColor,
-		ReplaceAttr: shortOwners,
+		ReplaceAttr: ShortOwners,
 	}))
 }
 
-// shortOwners shortens owner IDs ("runtime-" and 32 hex digits) to their
+// ShortOwners shortens owner IDs ("runtime-" and 32 hex digits) to their
 // first 8 hex digits: enough to tell the instances apart in a log.
-func shortOwners(_ []string, a slog.Attr) slog.Attr {
+func ShortOwners(_ []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindString {
 		if s := a.Value.String(); strings.HasPrefix(s, lease.OwnerIDPrefix) && len(s) == len(lease.OwnerIDPrefix)+32 {
-			a.Value = slog.StringValue(shortOwner(s))
+			a.Value = slog.StringValue(ShortOwner(s))
 		}
 	}
 	return a
 }
 
-func shortOwner(id string) string {
+// ShortOwner shortens one owner ID.
+func ShortOwner(id string) string {
 	if len(id) > len(lease.OwnerIDPrefix)+8 {
 		return id[:len(lease.OwnerIDPrefix)+8] + "…"
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package demo
 
 import (
 	"errors"
@@ -12,22 +12,22 @@ import (
 	"time"
 )
 
-// child is one instance process. The orchestrator holds the write end of
+// Child is one process the demo started. The orchestrator holds the write end of
 // its standard input: when the orchestrator exits, however it exits, the
 // instance reads EOF and shuts down.
-type child struct {
+type Child struct {
 	name  string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *prefixWriter
+	out   *PrefixWriter
 	done  chan struct{} // closed when the process has been reaped
 	err   error         // Wait's answer, once done is closed
 }
 
-// startChild starts exe with args as instance name, its output written to
+// StartChild starts exe with args as the child called name, its output written to
 // out, in a process group of its own (so that a Ctrl-C at the terminal
 // reaches only the orchestrator, which then stops its instances in order).
-func startChild(name, exe string, args, env []string, out *prefixWriter) (*child, error) {
+func StartChild(name, exe string, args, env []string, out *PrefixWriter) (*Child, error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -41,7 +41,7 @@ func startChild(name, exe string, args, env []string, out *prefixWriter) (*child
 		_ = stdin.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, stdin: stdin, out: out, done: make(chan struct{})}
+	c := &Child{name: name, cmd: cmd, stdin: stdin, out: out, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		out.flush()
@@ -50,9 +50,17 @@ func startChild(name, exe string, args, env []string, out *prefixWriter) (*child
 	return c, nil
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+// Name is the child's name.
+func (c *Child) Name() string { return c.name }
 
-func (c *child) exited() bool {
+// PID is the child's process ID.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// Done is closed when the child has exited and been reaped.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Exited reports whether the child has exited and been reaped.
+func (c *Child) Exited() bool {
 	select {
 	case <-c.done:
 		return true
@@ -61,10 +69,10 @@ func (c *child) exited() bool {
 	}
 }
 
-// signal sends sig to the child, unless it has been reaped (its PID may
+// Signal sends sig to the child, unless it has been reaped (its PID may
 // then belong to another process).
-func (c *child) signal(sig syscall.Signal) error {
-	if c.exited() {
+func (c *Child) Signal(sig syscall.Signal) error {
+	if c.Exited() {
 		return nil
 	}
 	if err := c.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
@@ -73,8 +81,8 @@ func (c *child) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// wait waits at most timeout for the child to exit.
-func (c *child) wait(timeout time.Duration) bool {
+// Wait waits at most timeout for the child to exit.
+func (c *Child) Wait(timeout time.Duration) bool {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -85,23 +93,23 @@ func (c *child) wait(timeout time.Duration) bool {
 	}
 }
 
-// stop asks the child to shut down gracefully (SIGTERM, and SIGCONT in case
+// Stop asks the child to shut down gracefully (SIGTERM, and SIGCONT in case
 // it is stopped), waits at most grace, then kills it and waits for it to be
 // reaped. It reports whether the child stopped gracefully.
-func (c *child) stop(grace time.Duration) bool {
-	_ = c.signal(syscall.SIGTERM)
-	_ = c.signal(syscall.SIGCONT)
+func (c *Child) Stop(grace time.Duration) bool {
+	_ = c.Signal(syscall.SIGTERM)
+	_ = c.Signal(syscall.SIGCONT)
 	_ = c.stdin.Close()
-	if c.wait(grace) {
+	if c.Wait(grace) {
 		return true
 	}
-	c.kill()
+	c.Kill()
 	return false
 }
 
-// kill sends SIGKILL and waits for the child to be reaped.
-func (c *child) kill() {
-	_ = c.signal(syscall.SIGKILL)
+// Kill sends SIGKILL and waits for the child to be reaped.
+func (c *Child) Kill() {
+	_ = c.Signal(syscall.SIGKILL)
 	_ = c.stdin.Close()
-	c.wait(5 * time.Second)
+	c.Wait(5 * time.Second)
 }

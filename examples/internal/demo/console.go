@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package demo
 
 import (
 	"bytes"
@@ -11,10 +11,10 @@ import (
 	"unicode/utf8"
 )
 
-// console writes log lines and, on a terminal, keeps a live status line
+// Console writes log lines and, on a terminal, keeps a live status line
 // below them: every line first clears the status line, then redraws it.
 // It is an io.Writer for loggers; lines written through it stay whole.
-type console struct {
+type Console struct {
 	mu     sync.Mutex
 	w      io.Writer
 	live   bool          // draw the status line
@@ -24,13 +24,13 @@ type console struct {
 	buf    []byte // a partial line
 }
 
-func newConsole(w io.Writer, live bool, width func() int) *console {
-	return &console{w: w, live: live, width: width}
+func NewConsole(w io.Writer, live bool, width func() int) *Console {
+	return &Console{w: w, live: live, width: width}
 }
 
 // Write writes the complete lines of p (a logger writes one record at a
 // time) and keeps a partial line until its end arrives.
-func (c *console) Write(p []byte) (int, error) {
+func (c *Console) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf = append(c.buf, p...)
@@ -46,7 +46,7 @@ func (c *console) Write(p []byte) (int, error) {
 }
 
 // Println writes one line.
-func (c *console) Println(s string) {
+func (c *Console) Println(s string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
@@ -54,20 +54,20 @@ func (c *console) Println(s string) {
 	}
 }
 
-func (c *console) lineLocked(s string) {
+func (c *Console) lineLocked(s string) {
 	c.clearLocked()
 	_, _ = io.WriteString(c.w, s+"\n")
 	c.drawLocked()
 }
 
-func (c *console) clearLocked() {
+func (c *Console) clearLocked() {
 	if c.drawn {
 		_, _ = io.WriteString(c.w, "\r\x1b[K")
 		c.drawn = false
 	}
 }
 
-func (c *console) drawLocked() {
+func (c *Console) drawLocked() {
 	if !c.live || c.status == nil {
 		return
 	}
@@ -81,7 +81,7 @@ func (c *console) drawLocked() {
 }
 
 // Redraw redraws the status line.
-func (c *console) Redraw() {
+func (c *Console) Redraw() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clearLocked()
@@ -89,7 +89,7 @@ func (c *console) Redraw() {
 }
 
 // SetStatus starts drawing status (on a terminal).
-func (c *console) SetStatus(status func() string) {
+func (c *Console) SetStatus(status func() string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.status = status
@@ -97,7 +97,7 @@ func (c *console) SetStatus(status func() string) {
 
 // Close clears the status line and flushes a partial line; later writes
 // have no status line.
-func (c *console) Close() {
+func (c *Console) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clearLocked()
@@ -108,8 +108,8 @@ func (c *console) Close() {
 	}
 }
 
-// tick redraws the status line every interval until stop is closed.
-func (c *console) tick(interval time.Duration, stop <-chan struct{}) {
+// Tick redraws the status line every interval until stop is closed.
+func (c *Console) Tick(interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -122,16 +122,21 @@ func (c *console) tick(interval time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// prefixWriter writes the lines of one child process to the console, each
+// NewPrefixWriter returns a writer that prints each line to c behind prefix.
+func NewPrefixWriter(c *Console, prefix string) *PrefixWriter {
+	return &PrefixWriter{c: c, prefix: prefix}
+}
+
+// PrefixWriter writes the lines of one child process to the console, each
 // behind the child's (coloured) name.
-type prefixWriter struct {
-	c      *console
+type PrefixWriter struct {
+	c      *Console
 	prefix string
 	mu     sync.Mutex
 	buf    []byte
 }
 
-func (p *prefixWriter) Write(b []byte) (int, error) {
+func (p *PrefixWriter) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.buf = append(p.buf, b...)
@@ -147,7 +152,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 }
 
 // flush writes a partial last line.
-func (p *prefixWriter) flush() {
+func (p *PrefixWriter) flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.buf) > 0 {

@@ -1,0 +1,6 @@
+//go:build unix
+
+// Package demo holds what the examples' multi-process demos share: child
+// processes that are always cleaned up, a console with a live status line,
+// the coloured logger, and an embedded NATS server.
+package demo
