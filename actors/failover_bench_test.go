@@ -92,6 +92,7 @@ func BenchmarkHandover(b *testing.B) {
 			leader.stop(b)
 			raw.stop(b)
 			reportLatencies(b, "handover-"+v.name, samples)
+			b.ReportMetric(float64(benchPollInterval), "retry-ns")
 			if v.watch {
 				reportPercentiles(b, "event-", events)
 				reportPercentiles(b, "raw-", raws)

@@ -1,0 +1,3 @@
+package benchreport
+
+func (r *report) storeOps() {}
