@@ -1,0 +1,79 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain runs this test binary as a contender when the example under
+// test re-executes it.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == contenderArg {
+		os.Exit(contenderMain(os.Args[2:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRun(t *testing.T) {
+	out := &syncBuffer{}
+	o := options{contenders: 3, ttl: time.Second, steps: defaultSteps, step: 50 * time.Millisecond, out: out}
+	start := time.Now()
+	sum, err := run(t.Context(), o)
+	if sum != nil {
+		sum.print(out)
+	}
+	t.Log("\n" + out.String())
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 30*time.Second)
+	assert.True(t, sum.OK(), "%v", sum.problems)
+	assert.Zero(t, sum.overlaps)
+	assert.True(t, sum.increasing)
+	require.NotEmpty(t, sum.rejected)
+	assert.Equal(t, 1, sum.late, "the frozen holder's write, sent after its validity, is the one rejected")
+	lost := 0
+	for _, h := range sum.holds {
+		if h.rejected > 0 {
+			assert.Equal(t, "lost", h.end, "the frozen holder finds its lock lost")
+			lost++
+		}
+	}
+	assert.Equal(t, 1, lost)
+	assert.GreaterOrEqual(t, len(sum.holds), 3)
+}
+
+func TestFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, orchestratorMain([]string{"-help"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "-contenders")
+	assert.NotContains(t, stderr.String(), contenderArg)
+	for _, args := range [][]string{{"-contenders", "1"}, {"-ttl", "500ms"}, {"extra"}} {
+		stderr.Reset()
+		assert.Equal(t, 2, orchestratorMain(args, &stdout, &stderr), "%v", args)
+	}
+}
