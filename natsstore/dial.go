@@ -38,8 +38,9 @@ func Dial(ctx context.Context, d DialOptions, cfg Config) (*Store, error) {
 	}
 	nc, err := connect(ctx, urls, opts)
 	if err != nil {
-		if aerr := authFailed(err); aerr != nil {
-			return nil, fmt.Errorf("natsstore: connect to %s: %w", urls, aerr)
+		if isAuthFailure(err) {
+			return nil, fmt.Errorf("%w: connect to %s: %w (check the user and password, token, nkey or credentials file)",
+				ErrAuthentication, urls, err)
 		}
 		return nil, fmt.Errorf("natsstore: connect to %s: %w: %w", urls, lease.ErrUnavailable, err)
 	}

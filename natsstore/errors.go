@@ -91,16 +91,12 @@ func permissionDenied(nc *nats.Conn, err error) error {
 	return fmt.Errorf("%w: %v", ErrPermission, perm)
 }
 
-// authFailed returns an ErrAuthentication error when err is one of the
-// server's authentication refusals.
-func authFailed(err error) error {
-	switch {
-	case errors.Is(err, nats.ErrAuthorization),
-		errors.Is(err, nats.ErrAuthExpired),
-		errors.Is(err, nats.ErrAuthRevoked),
-		errors.Is(err, nats.ErrAccountAuthExpired),
-		err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
-		return fmt.Errorf("%w: %w (check the user and password, token, nkey or credentials file)", ErrAuthentication, err)
-	}
-	return nil
+// isAuthFailure reports whether err is one of the server's refusals of the
+// credentials.
+func isAuthFailure(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) ||
+		errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) ||
+		errors.Is(err, nats.ErrAccountAuthExpired) ||
+		err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }

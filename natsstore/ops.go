@@ -469,24 +469,34 @@ func (s *Store) publish(ctx context.Context, key string, rec record, expect uint
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(ttl))
 	}
-	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline); left > 4*time.Millisecond {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-left/4*(4-attemptShare)))
-			defer cancel()
-		}
-	}
-	ack, err := s.kv.PublishMsg(ctx, m, opts...)
+	actx, cancel := s.guard(ctx, attemptShare)
+	defer cancel()
+	ack, err := s.kv.PublishMsg(actx, m, opts...)
 	if err == nil && ack == nil {
 		err = jetstream.ErrInvalidJSAck
 	}
+	if err != nil && ctx.Err() == nil && s.linkLost(actx) {
+		err = fmt.Errorf("%w: %w", errLinkLost, err)
+	}
 	return ack, err
+}
+
+// linkLost reports whether a request with context rctx was cut short by the
+// loss of the connection.
+func (s *Store) linkLost(rctx context.Context) bool {
+	l := s.link.Load()
+	return rctx.Err() != nil && l != nil && l.ctx.Err() != nil
 }
 
 // read returns the key's last message, or an empty message (Sequence 0) when
 // the subject has none.
 func (s *Store) read(ctx context.Context, key string) (*jetstream.RawStreamMsg, error) {
-	m, err := s.kv.GetLastMsgForSubject(ctx, s.subject+key)
+	rctx, cancel := s.guard(ctx, 4)
+	defer cancel()
+	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+key)
+	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
+		err = fmt.Errorf("%w: %w", errLinkLost, err)
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return &jetstream.RawStreamMsg{}, nil
 	}

@@ -31,12 +31,17 @@ type Store struct {
 	markerTTL time.Duration // TTL of release markers; 0 in observed mode
 	keys      *keyCache
 
+	// link is cancelled when the connection is lost and replaced when it
+	// is back: requests in flight when the connection drops fail at once
+	// instead of waiting for their deadline (see guard).
+	link atomic.Pointer[link]
+
 	life    context.Context // lifetime of watches, cancelled by Close
 	stop    context.CancelFunc
 	mu      sync.Mutex // guards closed with watches.Add
 	closed  atomic.Bool
-	watches sync.WaitGroup
-	running atomic.Int64 // watches not yet stopped
+	watches sync.WaitGroup // every goroutine of the store
+	running atomic.Int64   // watches not yet stopped
 	once    sync.Once
 	err     error // Close's answer
 }
@@ -154,6 +159,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		s.markerTTL = time.Duration(st.markerTTL) * time.Second
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
+	s.followConn()
 
 	// Probe the subjects every operation uses, so that a user without
 	// permission learns it now, clearly, and not as a timeout later.
@@ -265,6 +271,68 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.err
+}
+
+// link is one period of connection.
+type link struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// errLinkLost explains a request cut short because the connection was lost.
+var errLinkLost = errors.New("natsstore: connection to NATS lost while waiting for the answer")
+
+// followConn keeps s.link in step with the connection's status until the
+// store closes.
+func (s *Store) followConn() {
+	status := s.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	s.setLink(s.nc.Status() == nats.CONNECTED)
+	s.watches.Add(1)
+	go func() {
+		defer s.watches.Done()
+		defer s.nc.RemoveStatusListener(status)
+		for {
+			select {
+			case <-s.life.Done():
+				return
+			case st := <-status:
+				s.setLink(st == nats.CONNECTED)
+			}
+		}
+	}()
+}
+
+// setLink ends the current link and starts a new one when up.
+func (s *Store) setLink(up bool) {
+	l := &link{}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	if !up {
+		l.cancel()
+	}
+	if old := s.link.Swap(l); old != nil {
+		old.cancel()
+	}
+}
+
+// guard bounds one request: it may use the part of ctx's remaining time
+// given by share (in quarters), so that the caller has time left to resolve
+// an indeterminate outcome, and it ends as soon as the connection is lost.
+func (s *Store) guard(ctx context.Context, share int) (context.Context, context.CancelFunc) {
+	var (
+		actx   context.Context
+		cancel context.CancelFunc
+	)
+	if deadline, ok := ctx.Deadline(); ok && share < 4 {
+		left := time.Until(deadline)
+		actx, cancel = context.WithDeadline(ctx, deadline.Add(-left/4*time.Duration(4-share)))
+	} else {
+		actx, cancel = context.WithCancel(ctx)
+	}
+	if l := s.link.Load(); l != nil {
+		stop := context.AfterFunc(l.ctx, cancel)
+		return actx, func() { stop(); cancel() }
+	}
+	return actx, cancel
 }
 
 // begin checks a call's common preconditions and bounds ctx by the store's

@@ -56,14 +56,12 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	}
 
 	// The first watch is made here so that its errors reach the caller.
-	octx, ocancel := context.WithTimeout(ctx, s.cfg.timeout())
-	var w jetstream.KeyWatcher
-	err := failFastConn(octx, s.nc, func(ctx context.Context) error {
+	var w *keyWatch
+	err := failFastConn(ctx, s.nc, func(fctx context.Context) error {
 		var err error
-		w, err = s.kv.Watch(ctx, leaseID)
+		w, err = s.startWatch(wctx, fctx, leaseID)
 		return err
 	})
-	ocancel()
 	if err != nil {
 		stop()
 		if cerr := ctx.Err(); cerr != nil {
@@ -93,13 +91,56 @@ func failFastConn(ctx context.Context, nc *nats.Conn, fn func(context.Context) e
 	return failFast(ctx, nc, fn)
 }
 
+// keyWatch is one KV watch and the context its subscription lives by.
+type keyWatch struct {
+	jetstream.KeyWatcher
+	cancel context.CancelFunc
+}
+
+func (w *keyWatch) stop() {
+	_ = w.Stop()
+	w.cancel()
+}
+
+// startWatch creates a KV watch of key that lives until life is done or the
+// watch is stopped. Its creation is bounded by the store's Timeout, by
+// bound, and by the connection: a watch requested while the connection is
+// lost is abandoned at once. (nats.go ties the subscription to the context
+// it is created with, so the bound cannot be a context deadline.)
+func (s *Store) startWatch(life, bound context.Context, key string) (*keyWatch, error) {
+	wctx, cancel := context.WithCancelCause(life)
+	errCreate := errors.New("natsstore: creating the watch took too long")
+	timer := time.AfterFunc(s.cfg.timeout(), func() { cancel(errCreate) })
+	stopBound := context.AfterFunc(bound, func() { cancel(context.Cause(bound)) })
+	stopLink := func() bool { return true }
+	if l := s.link.Load(); l != nil {
+		stopLink = context.AfterFunc(l.ctx, func() { cancel(errLinkLost) })
+	}
+	w, err := s.kv.Watch(wctx, key)
+	intime := timer.Stop()
+	intime = stopBound() && intime
+	intime = stopLink() && intime
+	if err == nil && !intime {
+		_ = w.Stop()
+		err = context.Cause(wctx)
+	}
+	if err != nil {
+		cancel(nil)
+		if cause := context.Cause(wctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		return nil, err
+	}
+	return &keyWatch{KeyWatcher: w, cancel: func() { cancel(nil) }}, nil
+}
+
 // runWatch forwards the updates of w until ctx is done, re-creating the
 // watch after a reconnect or when it ends.
-func (s *Store) runWatch(ctx context.Context, key string, w jetstream.KeyWatcher,
+func (s *Store) runWatch(ctx context.Context, key string, w *keyWatch,
 	reconnected <-chan nats.Status, events chan lease.Event) {
 	defer func() {
 		if w != nil {
-			_ = w.Stop()
+			w.stop()
 		}
 	}()
 	pause := rewatchMin
@@ -114,6 +155,7 @@ func (s *Store) runWatch(ctx context.Context, key string, w jetstream.KeyWatcher
 		case e, ok := <-updates:
 			if !ok {
 				s.log.Debug("natsstore: watch ended; re-creating it", "lease", key)
+				w.stop()
 				w = nil
 				continue
 			}
@@ -125,7 +167,7 @@ func (s *Store) runWatch(ctx context.Context, key string, w jetstream.KeyWatcher
 		case <-reconnected:
 			s.log.Debug("natsstore: reconnected; re-creating the watch", "lease", key)
 			if w != nil {
-				_ = w.Stop()
+				w.stop()
 				w = nil
 			}
 		case <-after(w == nil, pause):
@@ -133,12 +175,9 @@ func (s *Store) runWatch(ctx context.Context, key string, w jetstream.KeyWatcher
 		if w != nil {
 			continue
 		}
-		// The context bounds the creation of the watch's consumer only.
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout())
-		nw, err := s.kv.Watch(cctx, key)
-		cancel()
+		nw, err := s.startWatch(ctx, ctx, key)
 		if err != nil {
-			if !errors.Is(err, context.Canceled) {
+			if ctx.Err() == nil {
 				s.log.Debug("natsstore: re-creating a watch failed; retrying", "lease", key, "err", err, "pause", pause)
 			}
 			pause = min(2*pause, rewatchMax)

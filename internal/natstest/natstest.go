@@ -109,8 +109,8 @@ type Server struct {
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	s := newServer(t, "natstest", opts)
+	t.Cleanup(s.Shutdown) // after t.TempDir: runs before the directory is removed
 	s.start(t)
-	t.Cleanup(s.Shutdown)
 	return s
 }
 
@@ -232,7 +232,7 @@ type Cluster struct {
 
 // StartCluster starts n servers (n >= 1) in one JetStream cluster, waits
 // until the cluster has elected a meta leader and every server is current,
-// and registers its shutdown with t.Cleanup. opts apply to every server.
+// and registers the shutdown of every server with t.Cleanup. opts apply to every server.
 func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	if n < 1 {
@@ -240,7 +240,6 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	name := fmt.Sprintf("natstest-%d", clusterSeq.Add(1))
 	c := &Cluster{}
-	t.Cleanup(c.Shutdown)
 	// A JetStream cluster needs its routes configured before it starts, so
 	// the route ports are reserved first: the kernel picks free ones, and
 	// they are released just before the servers bind them. Every server
@@ -256,6 +255,9 @@ func StartCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		s.clusterName = name
 		s.clusterPort = ports[i]
 		s.routes = routes
+		// Registered after t.TempDir (in newServer), so that it runs
+		// before the store directory is removed.
+		t.Cleanup(s.Shutdown)
 		s.start(t)
 		c.Servers = append(c.Servers, s)
 	}
@@ -280,27 +282,32 @@ func (c *Cluster) Shutdown() {
 	}
 }
 
-// WaitReady waits until the running servers have a JetStream meta leader and
-// all of them are current, failing the test after readyTimeout.
+// WaitReady waits until the running servers have a JetStream meta leader
+// that counts every running server as an online peer (so that replicated
+// streams can be placed), and all of them are current. It fails the test
+// after readyTimeout.
 func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		leader, current, running := false, true, 0
+		peers, current, running := 0, true, 0
 		for _, s := range c.Servers {
 			srv := s.NATS()
 			if srv == nil {
 				continue
 			}
 			running++
-			leader = leader || srv.JetStreamIsLeader()
+			if srv.JetStreamIsLeader() {
+				peers = len(srv.JetStreamClusterPeers())
+			}
 			current = current && srv.JetStreamIsCurrent()
 		}
-		if running > 0 && leader && current {
+		if running > 0 && peers >= running && current {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("natstest: cluster not ready within %v (leader %v, all current %v)", readyTimeout, leader, current)
+			t.Fatalf("natstest: cluster not ready within %v (%d of %d servers are online peers of a leader, all current %v)",
+				readyTimeout, peers, running, current)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,0 +1,74 @@
+package natsstore
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The observation clock of ExpiryObserved mode, in virtual time.
+func TestObserveUnchangedRevision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newKeyCache(time.Now)
+		held := keyState{rev: 10, owner: "a", ttl: 10 * time.Second}
+		assert.False(t, c.observe("k", held, held.ttl), "first sighting")
+		time.Sleep(9 * time.Second)
+		assert.False(t, c.observe("k", held, held.ttl), "9 s unchanged")
+
+		// A renewal (new revision) starts the clock again.
+		renewed := held
+		renewed.rev = 11
+		assert.False(t, c.observe("k", renewed, held.ttl))
+		time.Sleep(9 * time.Second)
+		assert.False(t, c.observe("k", renewed, held.ttl), "18 s after the first sighting, 9 s after the renewal")
+		time.Sleep(time.Second)
+		assert.True(t, c.observe("k", renewed, held.ttl), "10 s unchanged")
+
+		// Other keys are independent.
+		assert.False(t, c.observe("other", held, held.ttl))
+	})
+}
+
+func TestObserveRemembersTTLAndAcquisition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newKeyCache(time.Now)
+		c.put("k", keyState{rev: 5, owner: "a", ttl: 7 * time.Second, token: 5, acquired: 123})
+		// A renewal by the same acquisition keeps the acquisition time.
+		c.put("k", keyState{rev: 6, owner: "a", ttl: 7 * time.Second, token: 5})
+		st, ok := c.get("k")
+		require.True(t, ok)
+		assert.Equal(t, int64(123), st.acquired)
+		// An operator's delete marker has no TTL; the last held TTL stays.
+		c.put("k", keyState{rev: 7})
+		st, _ = c.get("k")
+		assert.Equal(t, 7*time.Second, st.ttl)
+		assert.Zero(t, st.acquired)
+		assert.Empty(t, st.owner)
+	})
+}
+
+func TestKeyCacheIsBounded(t *testing.T) {
+	c := newKeyCache(time.Now)
+	for i := range maxKeys + 10 {
+		c.put(fmt.Sprint(i), keyState{rev: uint64(i + 1)})
+	}
+	assert.Equal(t, maxKeys, c.len())
+}
+
+func TestRoundUpSecond(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{time.Second, time.Second},
+		{1500 * time.Millisecond, 2 * time.Second},
+		{time.Second + 1, 2 * time.Second},
+		{30 * time.Second, 30 * time.Second},
+		{1<<63 - 1, (1<<63 - 1) / time.Second * time.Second},
+	} {
+		assert.Equal(t, tc.want, roundUpSecond(tc.in), "%v", tc.in)
+	}
+	assert.Equal(t, 1001*time.Millisecond, ttlMillis(time.Second+1))
+	assert.Equal(t, time.Second, ttlMillis(time.Second))
+}
