@@ -23,6 +23,7 @@ import (
 
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore/embedded"
 )
 
 type options struct {
@@ -195,18 +196,13 @@ func run(ctx context.Context, o options) (*summary, error) {
 	}
 	urls := o.urls
 	if len(urls) == 0 {
-		dir, err := os.MkdirTemp("", "aster-lock-nats-")
+		ns, err := embedded.Start(ctx, embedded.Config{ServerName: "aster-lock-example"})
 		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		ns, err := demo.StartNATS(dir)
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
 		}
 		defer ns.Close()
-		urls = []string{ns.URL()}
-		log.Info("embedded NATS server started", "url", ns.URL())
+		urls = []string{ns.ClientURL()}
+		log.Info("embedded NATS server started", "url", ns.ClientURL())
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

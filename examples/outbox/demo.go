@@ -19,6 +19,7 @@ import (
 
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/natsstore"
+	"github.com/asterforge/aster/natsstore/embedded"
 )
 
 // options configure a run of the demo.
@@ -75,18 +76,13 @@ func run(ctx context.Context, o options) (*summary, error) {
 
 	d.dial = o.dial
 	if len(d.dial.URLs) == 0 {
-		dir, err := os.MkdirTemp("", "aster-demo-nats-")
+		ns, err := embedded.Start(ctx, embedded.Config{ServerName: "aster-demo"})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
 		}
-		defer os.RemoveAll(dir)
-		ns, err := demo.StartNATS(dir)
-		if err != nil {
-			return nil, err
-		}
-		defer ns.Close()
-		d.dial.URLs = []string{ns.URL()}
-		log.Info("embedded NATS server started", "url", ns.URL())
+		defer ns.Close() // and removes its temporary store
+		d.dial.URLs = []string{ns.ClientURL()}
+		log.Info("embedded NATS server started", "url", ns.ClientURL())
 	} else {
 		log.Info("using an existing NATS deployment", "urls", d.dial.URLs)
 	}

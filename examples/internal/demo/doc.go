@@ -2,5 +2,5 @@
 
 // Package demo holds what the examples' multi-process demos share: child
 // processes that are always cleaned up, a console with a live status line,
-// the coloured logger, and an embedded NATS server.
+// and the coloured logger.
 package demo
