@@ -84,20 +84,28 @@ func fmtSpread(s Spread, f func(float64) string) string {
 // durAxis formats nanosecond tick labels of a plot: 100 µs, 1 ms, 2.5 s.
 func durAxis(ns float64) string {
 	num, unit, _ := strings.Cut(fmtNs(ns), " ")
-	if strings.Contains(num, ".") {
-		num = strings.TrimRight(strings.TrimRight(num, "0"), ".")
-	}
-	return num + " " + unit
+	return trimZeros(num) + " " + unit
 }
 
-// countAxis formats counts: 1000 as 1k, 100000 as 100k.
+// countAxis formats counts: 1000 as 1k, 100000 as 100k, 2500 as 2.5k.
 func countAxis(v float64) string {
 	switch {
 	case v >= 1e6:
-		return sig(v/1e6) + "M"
+		return trimZeros(sig(v/1e6)) + "M"
 	case v >= 1e3:
-		return sig(v/1e3) + "k"
+		return trimZeros(sig(v/1e3)) + "k"
 	default:
-		return sig(v)
+		return trimZeros(sig(v))
 	}
+}
+
+// fmtCount formats a count with three significant digits, without
+// trailing zeros: 30, 3.5, 39400.
+func fmtCount(v float64) string { return trimZeros(sig(v)) }
+
+func trimZeros(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
 }

@@ -27,6 +27,10 @@ pkg: github.com/asterforge/aster/actors
 BenchmarkHandover/watch-2 	 40	 20000000 ns/op	 900000 p50-ns	 3000000 p99-ns
 BenchmarkHandover/poll-2 	 40	 500000000 ns/op	 250000000 p50-ns	 450000000 p99-ns	 500000000 retry-ns
 BenchmarkCrashTakeover-2 	 20	 1000000000 ns/op	 700000000 p50-ns	 1400000000 p99-ns	 1000000000 ttl-ns
+pkg: github.com/asterforge/aster/lock
+BenchmarkHeldLocks/locks=10000-2 	 1	 8e9 ns/op	 2847 B/lock	 345 store-B/lock	 13 stack-B/lock	 0.58 lag-p50-ms	 3.7 lag-p99-ms	 5.5 lag-max-ms	 0 poisoned
+BenchmarkHeldLocks/locks=100000-2 	 1	 2e10 ns/op	 5000 B/lock	 324 store-B/lock	 3017 stack-B/lock	 5.3 lag-p50-ms	 1118 lag-p99-ms	 1736 lag-max-ms	 0 poisoned
+BenchmarkRenewalCPU/locks=10000-2 	 1	 9e9 ns/op	 13242 cpu-ns/renewal	 3437 renewals/s	 1321 store-cpu-ns/renewal
 `
 
 func testInput(t *testing.T) Input {
@@ -77,7 +81,7 @@ func TestBuildJudgesGoalsFromTheMeasurements(t *testing.T) {
 	assert.Contains(t, md, "The run took 14m0s")
 
 	acq := goalLine(t, md, "`acquire`")
-	assert.Contains(t, acq, "1.07x ±2% (n=2)", "median of the per-run ratios, with spread")
+	assert.Contains(t, acq, "1.05x ±1% (n=2) (of means: 1.07x ±2% (n=2))", "median of the per-run ratios, with spread")
 	assert.True(t, strings.HasSuffix(acq, "| met |"), acq)
 
 	renew := goalLine(t, md, "`renew`")
@@ -104,6 +108,22 @@ func TestBuildJudgesGoalsFromTheMeasurements(t *testing.T) {
 	thr := goalLine(t, md, "Throughput of a supervised actor")
 	assert.Contains(t, thr, "0.98x ±1% (n=2)")
 	assert.True(t, strings.HasSuffix(thr, "| met |"), thr)
+
+	mem10k := goalLine(t, md, "10k leases held: memory per lease")
+	assert.Contains(t, mem10k, "2.78 KB (n=1)")
+	assert.True(t, strings.HasSuffix(mem10k, "| met |"), mem10k)
+	assert.True(t, strings.HasSuffix(goalLine(t, md, "100k leases held: memory per lease"), "| **missed** |"))
+	cpu10k := goalLine(t, md, "10k leases held: CPU per renewal")
+	assert.Contains(t, cpu10k, "13.2 µs (n=1)")
+	assert.Contains(t, cpu10k, "10.02x", "against MemStore.Renew alone")
+	assert.True(t, strings.HasSuffix(goalLine(t, md, "100k leases held: CPU per renewal"), "| not measured |"))
+	assert.True(t, strings.HasSuffix(goalLine(t, md, "10k leases held: renewal lag p99"), "| met |"))
+	lag100k := goalLine(t, md, "100k leases held: renewal lag p99")
+	assert.Contains(t, lag100k, "1.12 s (n=1)")
+	assert.True(t, strings.HasSuffix(lag100k, "| **missed** |"), lag100k)
+	require.Contains(t, out.Figures, LeasesFigure)
+	lnames := wellFormed(t, out.Figures[LeasesFigure])
+	assert.Equal(t, 6+3, lnames["circle"], "a marker per size and series, and one per series in the legend")
 
 	assert.Contains(t, md, "go test -run='^$' -bench=BenchmarkStoreVsRawKV -count=2 ./natsstore")
 	assert.Contains(t, md, "benchstat summary here")
