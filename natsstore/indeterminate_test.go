@@ -92,7 +92,7 @@ func faultyStore(t *testing.T) (*Store, *faultKV) {
 // last reads the key's last revision and record directly.
 func last(t *testing.T, s *Store, key string) (uint64, record) {
 	t.Helper()
-	m, err := s.read(t.Context(), key)
+	m, err := s.read(t.Context(), time.Now().Add(10*time.Second), key)
 	require.NoError(t, err)
 	r, _ := parseRecord(m.Data)
 	return m.Sequence, r

@@ -50,11 +50,10 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 	if err := validateTTL(lease.ValidateClaim(c), c.TTL); err != nil {
 		return lease.Acquisition{}, err
 	}
-	ctx, cancel, err := s.begin(ctx)
+	deadline, err := s.begin(ctx)
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
-	defer cancel()
 
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, TTL: ttlMillis(c.TTL), Acquired: time.Now().UnixMilli()}
 	expect, write := s.fastPath(c.LeaseID, c.OwnerID)
@@ -62,7 +61,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 	for range maxAttempts {
 		if write {
 			rec.Nonce = rand.Uint64()
-			ack, err := s.publish(ctx, c.LeaseID, rec, expect, s.ttlFor(c.TTL))
+			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, s.ttlFor(c.TTL))
 			switch outcome(ctx, err) {
 			case written:
 				s.keys.put(c.LeaseID, keyState{rev: ack.Sequence, owner: c.OwnerID, ttl: rec.TTL,
@@ -73,7 +72,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
-				m, rerr := s.read(ctx, c.LeaseID)
+				m, rerr := s.read(ctx, deadline, c.LeaseID)
 				if rerr != nil {
 					return lease.Acquisition{}, s.fail(ctx, "acquire "+c.LeaseID, err)
 				}
@@ -88,7 +87,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 			}
 		}
 		if last == nil {
-			m, err := s.read(ctx, c.LeaseID)
+			m, err := s.read(ctx, deadline, c.LeaseID)
 			if err != nil {
 				return lease.Acquisition{}, s.fail(ctx, "acquire "+c.LeaseID, err)
 			}
@@ -247,7 +246,7 @@ func ours(m *jetstream.RawStreamMsg, l lease.Lease) bool {
 // cannot tell owners apart, so the store must know who wrote l.Revision: it
 // does when it made that write itself (the common case, no round trip);
 // otherwise it reads the key.
-func (s *Store) precheck(ctx context.Context, op string, l lease.Lease) (rev uint64, acquiredAt int64, err error) {
+func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l lease.Lease) (rev uint64, acquiredAt int64, err error) {
 	st, ok := s.keys.get(l.ID)
 	if ok && st.rev == l.Revision {
 		if st.owner == l.OwnerID && st.token == uint64(l.Token) {
@@ -260,7 +259,7 @@ func (s *Store) precheck(ctx context.Context, op string, l lease.Lease) (rev uin
 		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, token %d): %w: revision %d is %s",
 			l.ID, l.OwnerID, l.Token, lease.ErrLost, l.Revision, why)
 	}
-	m, err := s.read(ctx, l.ID)
+	m, err := s.read(ctx, deadline, l.ID)
 	if err != nil {
 		return 0, 0, s.fail(ctx, op+" "+l.ID, err)
 	}
@@ -282,21 +281,20 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	if err := validateTTL(lease.ValidateLease(l), l.TTL); err != nil {
 		return l, err
 	}
-	ctx, cancel, err := s.begin(ctx)
+	deadline, err := s.begin(ctx)
 	if err != nil {
 		return l, err
 	}
-	defer cancel()
 
 	rec := record{Kind: kindHeld, Owner: l.OwnerID, Token: uint64(l.Token), TTL: ttlMillis(l.TTL)}
-	expect, acquiredAt, err := s.precheck(ctx, "renew", l)
+	expect, acquiredAt, err := s.precheck(ctx, deadline, "renew", l)
 	if err != nil {
 		return l, err
 	}
 	rec.Acquired = acquiredAt
 	for range maxAttempts {
 		rec.Nonce = rand.Uint64()
-		ack, err := s.publish(ctx, l.ID, rec, expect, s.ttlFor(l.TTL))
+		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.ttlFor(l.TTL))
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
 		case written:
@@ -305,12 +303,12 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 			l.Revision = ack.Sequence
 			return l, nil
 		case conflict:
-			if m, err = s.read(ctx, l.ID); err != nil {
+			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return l, s.fail(ctx, "renew "+l.ID, err)
 			}
 		case unknown:
 			rerr := err
-			if m, err = s.read(ctx, l.ID); err != nil {
+			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return l, s.fail(ctx, "renew "+l.ID, rerr)
 			}
 			if r, ok := heldRecord(m); ok && r.Owner == l.OwnerID && r.Nonce == rec.Nonce {
@@ -341,33 +339,32 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 	if err := validateTTL(lease.ValidateLease(l), l.TTL); err != nil {
 		return err
 	}
-	ctx, cancel, err := s.begin(ctx)
+	deadline, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 
 	rec := record{Kind: kindReleased, Owner: l.OwnerID, Token: uint64(l.Token)}
-	expect, acquiredAt, err := s.precheck(ctx, "release", l)
+	expect, acquiredAt, err := s.precheck(ctx, deadline, "release", l)
 	if err != nil {
 		return err
 	}
 	rec.Acquired = acquiredAt
 	for range maxAttempts {
 		rec.Nonce = rand.Uint64()
-		ack, err := s.publish(ctx, l.ID, rec, expect, s.markerTTL)
+		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.markerTTL)
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
 		case written:
 			s.keys.put(l.ID, keyState{rev: ack.Sequence, free: true})
 			return nil
 		case conflict:
-			if m, err = s.read(ctx, l.ID); err != nil {
+			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return s.fail(ctx, "release "+l.ID, err)
 			}
 		case unknown:
 			rerr := err
-			if m, err = s.read(ctx, l.ID); err != nil {
+			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return s.fail(ctx, "release "+l.ID, rerr)
 			}
 			if m != nil && m.Header.Get(hdrOperation) == opDelete {
@@ -459,7 +456,7 @@ const attemptShare = 3 // of 4
 
 // publish writes rec under key, expecting the key's last revision to be
 // expect (0: no message), with a per-message TTL when ttl > 0.
-func (s *Store) publish(ctx context.Context, key string, rec record, expect uint64, ttl time.Duration) (*jetstream.PubAck, error) {
+func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec record, expect uint64, ttl time.Duration) (*jetstream.PubAck, error) {
 	m := &nats.Msg{Subject: s.putPrefix + key, Data: appendRecord(make([]byte, 0, 128), rec)}
 	if rec.Kind == kindReleased {
 		m.Header = nats.Header{hdrOperation: []string{opDelete}}
@@ -469,8 +466,9 @@ func (s *Store) publish(ctx context.Context, key string, rec record, expect uint
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(ttl))
 	}
-	actx, cancel := s.guard(ctx, attemptShare)
-	defer cancel()
+	g := s.guard(ctx, deadline, attemptShare)
+	defer g.end()
+	actx := g.ctx
 	ack, err := s.kv.PublishMsg(actx, m, opts...)
 	if err == nil && ack == nil {
 		err = jetstream.ErrInvalidJSAck
@@ -490,9 +488,10 @@ func (s *Store) linkLost(rctx context.Context) bool {
 
 // read returns the key's last message, or an empty message (Sequence 0) when
 // the subject has none.
-func (s *Store) read(ctx context.Context, key string) (*jetstream.RawStreamMsg, error) {
-	rctx, cancel := s.guard(ctx, 4)
-	defer cancel()
+func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, error) {
+	g := s.guard(ctx, deadline, 4)
+	defer g.end()
+	rctx := g.ctx
 	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+key)
 	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)

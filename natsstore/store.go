@@ -314,39 +314,49 @@ func (s *Store) setLink(up bool) {
 	}
 }
 
-// guard bounds one request: it may use the part of ctx's remaining time
-// given by share (in quarters), so that the caller has time left to resolve
-// an indeterminate outcome, and it ends as soon as the connection is lost.
-func (s *Store) guard(ctx context.Context, share int) (context.Context, context.CancelFunc) {
-	var (
-		actx   context.Context
-		cancel context.CancelFunc
-	)
-	if deadline, ok := ctx.Deadline(); ok && share < 4 {
+// guard bounds one request: it may use the part of the time left until
+// deadline given by share (in quarters), so that the caller has time left to
+// resolve an indeterminate outcome, and it ends as soon as the connection is
+// lost. It costs one timer. Call the returned guarded's end when the request
+// is over.
+func (s *Store) guard(ctx context.Context, deadline time.Time, share int) guarded {
+	if share < 4 {
 		left := time.Until(deadline)
-		actx, cancel = context.WithDeadline(ctx, deadline.Add(-left/4*time.Duration(4-share)))
-	} else {
-		actx, cancel = context.WithCancel(ctx)
+		deadline = deadline.Add(-left / 4 * time.Duration(4-share))
 	}
+	var g guarded
+	g.ctx, g.cancel = context.WithDeadline(ctx, deadline)
 	if l := s.link.Load(); l != nil {
-		stop := context.AfterFunc(l.ctx, cancel)
-		return actx, func() { stop(); cancel() }
+		g.stop = context.AfterFunc(l.ctx, g.cancel)
 	}
-	return actx, cancel
+	return g
 }
 
-// begin checks a call's common preconditions and bounds ctx by the store's
-// Timeout when it has no deadline.
-func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+// guarded is a request's context made by guard.
+type guarded struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool
+}
+
+func (g guarded) end() {
+	if g.stop != nil {
+		g.stop()
+	}
+	g.cancel()
+}
+
+// begin checks a call's common preconditions and returns its deadline:
+// ctx's, or the store's Timeout from now when ctx has none.
+func (s *Store) begin(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
-		return ctx, nil, err
+		return time.Time{}, err
 	}
 	if s.closed.Load() {
-		return ctx, nil, lease.ErrClosed
+		return time.Time{}, lease.ErrClosed
 	}
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}, nil
+	if deadline, ok := ctx.Deadline(); ok {
+		return deadline, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout())
-	return ctx, cancel, nil
+	return time.Now().Add(s.cfg.timeout()), nil
 }
