@@ -42,9 +42,9 @@ type handover struct {
 	From, To           string
 	FromToken, ToToken uint64
 	Trigger            time.Time // the signal (or the start) that caused it
-	// Free is when the lease became free in the store: the release the old
-	// leader reported, or else the expiry (or release) the orchestrator's
-	// own watch of the key saw. Zero when neither is known.
+	// Free is when the lease became free in the store: the earliest of the
+	// release the old leader reported and the expiry or release the
+	// orchestrator's own watch of the key saw. Zero when neither is known.
 	Free time.Time
 	// Acquired is when the new leader reported its acquisition, or sent its
 	// first write if that was earlier (the report is sent after the
@@ -93,21 +93,23 @@ func summarize(r *recorder, o options) *summary {
 		}
 		h.Acquired = t.begin()
 		if i > 0 {
-			h.Free = terms[i-1].released
-			if h.Free.IsZero() {
-				// The last free event the watch saw before the new owner's
-				// acquisition, if the watch saw both in order.
-				for _, w := range r.watch {
-					if w.ev.Kind == lease.EventHeld && w.ev.Revision == t.token {
-						break
-					}
-					if w.ev.Kind == lease.EventFree && !w.at.Before(h.Trigger) {
-						h.Free = w.at
-					}
+			// The earliest sign that the key was free: the old leader's
+			// report of its release, or the watch's event (which also sees
+			// expiries). A sign later than the acquisition was stamped late
+			// (the new leader can acquire before the old one has reported).
+			signs := []time.Time{terms[i-1].released}
+			for _, w := range r.watch {
+				if w.ev.Kind == lease.EventHeld && w.ev.Revision == t.token {
+					break
+				}
+				if w.ev.Kind == lease.EventFree && !w.at.Before(h.Trigger) {
+					signs = append(signs, w.at)
 				}
 			}
-			if h.Free.After(h.Acquired) {
-				h.Free = time.Time{} // seen late: not a measurement
+			for _, at := range signs {
+				if !at.IsZero() && !at.After(h.Acquired) && (h.Free.IsZero() || at.Before(h.Free)) {
+					h.Free = at
+				}
 			}
 		}
 		h.FirstWrite = t.firstAt
