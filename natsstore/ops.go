@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -513,7 +514,11 @@ func orNotFound(m *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
 // a permissions violation, otherwise ErrUnavailable (and ctx.Err() when ctx
 // is done), with the connection state when it explains the failure.
 func (s *Store) fail(ctx context.Context, what string, err error) error {
-	if perm := permissionDenied(s.nc, err); perm != nil {
+	// The connection's last error is sticky: count it only when it names a
+	// subject this store uses.
+	if perm := permissionDenied(s.nc, err); perm != nil &&
+		(strings.Contains(perm.Error(), s.subject) || strings.Contains(perm.Error(), "$JS.") ||
+			strings.Contains(perm.Error(), "_INBOX")) {
 		return fmt.Errorf("natsstore: %s: %w: %w", what, lease.ErrUnavailable, perm)
 	}
 	if s.nc != nil {

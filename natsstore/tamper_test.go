@@ -1,6 +1,7 @@
 package natsstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -189,4 +190,53 @@ func TestRenewedKeyStillExpires(t *testing.T) {
 	assert.Greater(t, got.Token, l.Token)
 	_, err = a.Renew(ctxT(t), l)
 	require.ErrorIs(t, err, lease.ErrLost)
+}
+
+// Release markers carry the bucket's marker TTL, so that buckets with many
+// short-lived lock keys do not grow without bound; once a marker is gone the
+// key is empty and acquisitions go on with larger tokens.
+func TestReleaseMarkerExpires(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	cfg := natsstore.Config{Bucket: "short_markers", MarkerTTL: time.Second}
+	a := dial(t, srv.ClientURL(), cfg)
+	b := dial(t, srv.ClientURL(), cfg)
+	_, js := conn(t, srv.ClientURL())
+	str, err := js.Stream(ctxT(t), "KV_short_markers")
+	require.NoError(t, err)
+
+	l := mustAcquire(t, a, claim("job", "owner-a"))
+	require.NoError(t, a.Release(ctxT(t), l))
+	require.Eventually(t, func() bool {
+		_, err := str.GetLastMsgForSubject(ctxT(t), "$KV.short_markers.job")
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	}, 10*time.Second, 20*time.Millisecond, "the release marker (and any marker after it) never went away")
+
+	for _, s := range []*natsstore.Store{a, b} {
+		next := mustAcquire(t, s, claim("job", "owner-b"))
+		assert.Greater(t, next.Token, l.Token)
+		require.NoError(t, s.Release(ctxT(t), next))
+		l = next
+	}
+}
+
+// A watch reports a value that is not a lease as held by nobody known,
+// never as free.
+func TestWatchReportsGarbageAsHeld(t *testing.T) {
+	t.Parallel()
+	a, _, kv, _ := twoStores(t, natsstore.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := a.Watch(ctx, "job")
+	require.NoError(t, err)
+	rev, err := kv.Put(ctxT(t), "job", []byte("garbage"))
+	require.NoError(t, err)
+	for ev := range events {
+		require.NotEqual(t, lease.EventFree, ev.Kind)
+		if ev.Revision == rev {
+			assert.Equal(t, lease.EventHeld, ev.Kind)
+			assert.Empty(t, ev.Owner)
+			return
+		}
+	}
 }

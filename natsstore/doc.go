@@ -1,0 +1,77 @@
+// Package natsstore keeps leases in a NATS JetStream key-value bucket: a
+// lease.Store with the lease.Watcher capability.
+//
+// # Opening a store
+//
+// Dial connects with DialOptions (server URLs, credentials file, nkey seed,
+// user and password, token, TLS) and owns the connection; NewConn and New use
+// a connection or a JetStream context the caller already has. All of them
+// bind to Config.Bucket (default "aster_leases"), creating it when it is
+// missing with the configuration leases need: History 1, file storage,
+// LimitMarkerTTL (per-key TTLs and expiry markers), Config.Replicas replicas.
+// An existing bucket is never changed; one whose configuration would break
+// leases (History above 1, a bucket-wide TTL, memory storage, a discard
+// policy that drops keys, values too small) is refused with ErrBucketConfig
+// and a reason. A user without the permissions the store needs gets
+// ErrPermission at once, not a timeout; refused credentials give
+// ErrAuthentication.
+//
+// The package embedded (a separate import, so that this one never compiles
+// nats-server) runs a server inside the process for demos and tests.
+//
+// # Operations
+//
+// Each key holds one line of text naming the owner, the token, the TTL and
+// the acquisition time (see record.go). In the common case every operation
+// is one round trip:
+//
+//   - Acquire and Renew publish to $KV.<bucket>.<key> with the expected last
+//     subject sequence and a per-message TTL (never kv.Update, which drops
+//     the TTL). The token is the revision of the acquiring write; renewals
+//     keep it.
+//   - Release writes a delete marker at the held revision (never revision
+//     0), carrying a release record, so that contenders know the owner let
+//     go.
+//
+// A compare-and-swap on a revision cannot tell owners apart, so Renew and
+// Release check who wrote the lease's revision: the store knows when it made
+// that write itself, and reads the key otherwise.
+//
+// # Expiry
+//
+// With nats-server 2.11 or later and a bucket with LimitMarkerTTL, the server
+// removes a lease that was not renewed within its TTL (rounded up to whole
+// seconds; TTLs under one second are refused) and writes a marker that
+// watchers see. Otherwise the store runs in ExpiryObserved mode: a contender
+// judges a lease expired when it has seen the key's revision unchanged for
+// the lease's TTL on its own monotonic clock, never by comparing clocks of
+// different machines. Config.Expiry forces either mode.
+//
+// # Keys changed by hand
+//
+// A key an operator deleted or purged is taken over only after one TTL from
+// when a contender first saw the marker, because the owner it was taken from
+// may be acting until its own TTL runs out; that owner's next renewal
+// reports lease.ErrLost. A value that is not a lease (garbage, a foreign
+// value, a newer format) gives a *CorruptError, which matches
+// lease.ErrCorrupt; such a key is never free.
+//
+// # Failures
+//
+// A connection made by Dial fails fast while disconnected (nothing is
+// buffered for replay) and reconnects forever; requests in flight when the
+// connection drops end at once. Every operation is bounded by its context's
+// deadline, or Config.Timeout. A write whose outcome is unknown (a timeout
+// after sending) is resolved by reading the key back: the value carries a
+// nonce per write. A renewal that landed after its caller gave up on it
+// (for instance replayed by a client that buffers while reconnecting) is
+// recognised by the owner's next Renew or Release as its own.
+//
+// # Watching
+//
+// Watch reports the key's state and then every change, coalesced: a standby
+// learns of a release or an expiry within a millisecond or so instead of
+// polling. The watch is re-created after every reconnect (a KV watch stays
+// silent for many seconds after a server restart otherwise). Events are
+// hints: a standby still calls Acquire, and still polls now and then.
+package natsstore
