@@ -280,9 +280,7 @@ func (d *orchestrator) spawn() (string, error) {
 	d.next++
 	d.mu.Unlock()
 
-	dial := d.dial
-	dial.Name = "aster-demo-" + name
-	js, err := json.Marshal(dial)
+	js, err := json.Marshal(childDial(d.dial, "aster-demo-"+name))
 	if err != nil {
 		return "", err
 	}
@@ -309,6 +307,36 @@ func (d *orchestrator) spawn() (string, error) {
 		d.rec.exited(name)
 	}()
 	return name, nil
+}
+
+// dialEnv is what an instance is told of the orchestrator's NATS dial
+// options, as JSON in its environment: the servers, the credentials and the
+// TLS files.
+type dialEnv struct {
+	URLs                          []string `json:"urls"`
+	Name                          string   `json:"name"`
+	CredentialsFile, NKeySeedFile string   `json:",omitempty"`
+	User, Password, Token         string   `json:",omitempty"`
+	CAFile, CertFile, KeyFile     string   `json:",omitempty"`
+}
+
+func childDial(d natsstore.DialOptions, name string) dialEnv {
+	return dialEnv{
+		URLs: d.URLs, Name: name,
+		CredentialsFile: d.CredentialsFile, NKeySeedFile: d.NKeySeedFile,
+		User: d.User, Password: d.Password, Token: d.Token,
+		CAFile: d.CAFile, CertFile: d.CertFile, KeyFile: d.KeyFile,
+	}
+}
+
+// options returns the dial options e describes.
+func (e dialEnv) options() natsstore.DialOptions {
+	return natsstore.DialOptions{
+		URLs: e.URLs, Name: e.Name,
+		CredentialsFile: e.CredentialsFile, NKeySeedFile: e.NKeySeedFile,
+		User: e.User, Password: e.Password, Token: e.Token,
+		CAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile,
+	}
 }
 
 // prefix is an instance's name in its own colour, for its log lines.

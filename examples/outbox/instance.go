@@ -70,10 +70,12 @@ func instanceMain(args []string) int {
 		return 2
 	}
 	if s := os.Getenv(envDial); s != "" {
-		if err := json.Unmarshal([]byte(s), &cfg.dial); err != nil {
+		var env dialEnv
+		if err := json.Unmarshal([]byte(s), &env); err != nil {
 			fmt.Fprintf(os.Stderr, "bad %s: %v\n", envDial, err)
 			return 2
 		}
+		cfg.dial = env.options()
 	}
 	log := demo.NewLogger(os.Stderr, !*color)
 

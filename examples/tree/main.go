@@ -137,8 +137,7 @@ func run(ctx context.Context, out io.Writer, noColor bool) (*result, error) {
 			if err := after(250*time.Millisecond, nil)(ctx); err != nil || ctx.Err() != nil {
 				return err
 			}
-			var cache map[string]int
-			cache["alice"]++ // a bug: assignment to entry in nil map
+			panic("users cache: corrupted entry for alice") // a bug
 		}
 		return steady(ctx)
 	}
