@@ -140,6 +140,7 @@ dozen race-instrumented processes would starve this 2-core machine and
 distort the timings that are measured here.
 
 Run it with ` + "`make chaos`" + `. A short version (every scenario but the
-herd, the 0.5x and 1x pauses, drop, delays, delete and purge, with two or
-three rounds each) runs in ` + "`make test`" + `, in about a minute.
+herd, the 0.5x and 1x pauses, the lock pause, drop, delays, delete and
+purge, with two or three rounds each) runs in ` + "`make test`" + `, in about
+a minute; its violations fail the test, but it writes no report.
 `
