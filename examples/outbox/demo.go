@@ -136,7 +136,9 @@ func run(ctx context.Context, o options) (*summary, error) {
 		log.Error("the demo did not finish", tint.Err(err))
 	}
 	d.stopAll()
-	return summarize(rec, o), err
+	sum := summarize(rec, o)
+	sum.Complete = err == nil
+	return sum, err
 }
 
 // script is the scenario.

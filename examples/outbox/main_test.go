@@ -151,9 +151,13 @@ func TestDemoInterrupted(t *testing.T) {
 		cancel(errors.New("interrupted"))
 	}()
 	start := time.Now()
-	_, err := run(ctx, o)
+	sum, err := run(ctx, o)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 20*time.Second)
+	require.NotNil(t, sum)
+	assert.False(t, sum.Complete)
+	sum.print(out)
+	assert.Contains(t, out.String(), "verdict               INCOMPLETE")
 	assertNoInstanceLeft(t, out.String())
 }
 
