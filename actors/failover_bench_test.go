@@ -82,10 +82,12 @@ func BenchmarkHandover(b *testing.B) {
 				started := standby.waitLeading(b)
 				released := leader.releasedAt(b)
 				samples = append(samples, started.Sub(released))
-				if v.watch {
-					events = append(events, standby.freeAt(b).Sub(released))
+				if at, ok := standby.freeAt(); ok && v.watch {
+					events = append(events, at.Sub(released))
 				}
-				raws = append(raws, raw.freeAt(b).Sub(released))
+				if at, ok := raw.freeAt(); ok {
+					raws = append(raws, at.Sub(released))
+				}
 				leader = standby
 			}
 			b.StopTimer()
@@ -96,6 +98,7 @@ func BenchmarkHandover(b *testing.B) {
 			if v.watch {
 				reportPercentiles(b, "event-", events)
 				reportPercentiles(b, "raw-", raws)
+				b.ReportMetric(float64(b.N-len(raws)), "raw-missed")
 				writeSamples(b, "handover-watch-event", events)
 				writeSamples(b, "handover-raw-watch", raws)
 			}
@@ -135,7 +138,9 @@ func BenchmarkCrashTakeover(b *testing.B) {
 		expires := leader.lastWrite().Add(cfg.TTL)
 		samples = append(samples, started.Sub(crashed))
 		late = append(late, started.Sub(expires))
-		expiryLate = append(expiryLate, raw.freeAt(b).Sub(expires))
+		if at, ok := raw.freeAt(); ok {
+			expiryLate = append(expiryLate, at.Sub(expires))
+		}
 		leader = standby
 	}
 	b.StopTimer()
@@ -144,6 +149,7 @@ func BenchmarkCrashTakeover(b *testing.B) {
 	reportLatencies(b, "takeover-crash", samples)
 	reportPercentiles(b, "late-", late)
 	reportPercentiles(b, "expiry-late-", expiryLate)
+	b.ReportMetric(float64(b.N-len(expiryLate)), "raw-missed")
 	writeSamples(b, "takeover-crash-late", late)
 	writeSamples(b, "takeover-crash-expiry-late", expiryLate)
 	b.ReportMetric(float64(cfg.TTL), "ttl-ns")
@@ -252,9 +258,19 @@ func (in *benchInstance) releasedAt(b *testing.B) time.Time {
 	return receive(b, in.release, "release")
 }
 
-func (in *benchInstance) freeAt(b *testing.B) time.Time {
-	b.Helper()
-	return receive(b, in.free, "watch event")
+// freeAt returns when the instance's watch reported the lease free, if it
+// did within a second: the diagnostic timings never fail a benchmark.
+func (in *benchInstance) freeAt() (time.Time, bool) { return receiveWithin(in.free, time.Second) }
+
+func receiveWithin(ch <-chan time.Time, d time.Duration) (time.Time, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case at := <-ch:
+		return at, true
+	case <-t.C:
+		return time.Time{}, false
+	}
 }
 
 func receive(b *testing.B, ch <-chan time.Time, what string) time.Time {
@@ -379,7 +395,7 @@ type rawWatch struct {
 
 func watchRaw(b *testing.B, url, key string) *rawWatch {
 	b.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // quiet
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -416,10 +432,11 @@ func (r *rawWatch) reset() {
 	}
 }
 
-func (r *rawWatch) freeAt(b *testing.B) time.Time {
-	b.Helper()
-	return receive(b, r.free, "raw watch event")
-}
+// freeAt returns when the watch saw a delete or expiry marker, if it did
+// within a second. An ordered consumer that nats.go finds inactive (missed
+// heartbeats on a loaded machine) is reset and can miss a marker: such
+// rounds are counted (raw-missed), not timed.
+func (r *rawWatch) freeAt() (time.Time, bool) { return receiveWithin(r.free, time.Second) }
 
 func (r *rawWatch) stop(b *testing.B) {
 	b.Helper()
