@@ -41,7 +41,41 @@ func (r *report) storeOps() {
 				"keeps only the store's own call tree (cumulative): what the store does around its one write.",
 				fmtRatio(ratio50.Min), fmtRatio(ratio50.Max), fmtRatio(ratio.Min), fmtRatio(ratio.Max), op,
 				fmtNs(store.Median-raw.Median))
+			if o, p := r.spread(storePkg, "BenchmarkOverhead/renew", "ns/op"), r.spread(storePkg, "BenchmarkOverhead/acquire-release", "ns/op"); o.Valid() && p.Valid() {
+				g.why += fmt.Sprintf(" Without a server (a fake KV that acknowledges at once, BenchmarkOverhead), the "+
+					"store's own work costs %s per Renew and %s per Release and Acquire pair.", fmtNs(o.Median), fmtNs(p.Median))
+			}
 		}
 		r.goal(g)
+	}
+
+	// The store's own cost (no server), its throughput and its watch.
+	var more []string
+	for _, m := range []struct{ bench, unit, what string }{
+		{"BenchmarkOverhead/renew", "ns/op", "Renew with a fake KV that acknowledges at once: the store's own cost"},
+		{"BenchmarkOverhead/renew", "allocs/op", "allocations of that Renew"},
+		{"BenchmarkOverhead/acquire-release", "ns/op", "Release then Acquire with the fake KV"},
+		{"BenchmarkOverhead/acquire-release", "allocs/op", "allocations of that pair"},
+		{"BenchmarkRenewals/owners-1", "renewals/s", "renewals per second through one store, 1 owner"},
+		{"BenchmarkRenewals/owners-8", "renewals/s", "the same, 8 owners renewing concurrently"},
+		{"BenchmarkRenewals/owners-64", "renewals/s", "the same, 64 owners"},
+		{"BenchmarkWatchRelease", "p50-ns", "Release returning to a standby store's watch reporting it free, p50"},
+		{"BenchmarkWatchRelease", "p99-ns", "the same, p99"},
+	} {
+		s := r.spread(storePkg, m.bench, m.unit)
+		if !s.Valid() {
+			continue
+		}
+		f := fmtNs
+		if m.unit != "ns/op" && m.unit != "p50-ns" && m.unit != "p99-ns" {
+			f = fmtCount
+		}
+		more = append(more, fmt.Sprintf("| %s | %s | %s | %s |", m.bench, m.unit, fmtSpread(s, f), m.what))
+	}
+	if len(more) > 0 {
+		b.WriteString("\nThe store's other benchmarks, from the same run:\n\n| benchmark | metric | median ± spread (runs) | what |\n|---|---|---|---|\n")
+		for _, l := range more {
+			b.WriteString(l + "\n")
+		}
 	}
 }
