@@ -19,7 +19,8 @@ import (
 // KV write they are built on, side by side: every iteration times one store
 // operation and one raw write (a conditional publish to another key of the
 // same bucket, with the expected last sequence and a per-message TTL, on a
-// connection of its own, 128 bytes), in alternating order. ns/op is the
+// connection of its own, 128 bytes; for release a delete marker, as Release
+// writes), in alternating order. ns/op is the
 // store operation's mean; raw-ns/op the raw write's; store/raw their ratio
 // (goal: at most 1.1); store/raw-p50 the ratio of the medians.
 //
@@ -94,6 +95,9 @@ func BenchmarkStoreVsRawKV(b *testing.B) {
 				held = acquire()
 				defer release(held)
 			}
+			// Release writes a delete marker: its raw counterpart is a
+			// conditional delete marker (KV-Operation: DEL) with a TTL.
+			raw.del = o.name == "release"
 			raw.write(b) // warm up: learn the raw key's sequence
 			storeTimes := make([]time.Duration, 0, b.N)
 			rawTimes := make([]time.Duration, 0, b.N)
@@ -124,11 +128,16 @@ type rawWriter struct {
 	subject string
 	data    []byte
 	seq     uint64
+	del     bool // write delete markers
 }
 
 func (w *rawWriter) write(b *testing.B) time.Duration {
 	t0 := time.Now()
-	ack, err := w.js.PublishMsg(context.Background(), &nats.Msg{Subject: w.subject, Data: w.data},
+	m := &nats.Msg{Subject: w.subject, Data: w.data}
+	if w.del {
+		m.Header = nats.Header{"KV-Operation": []string{"DEL"}}
+	}
+	ack, err := w.js.PublishMsg(context.Background(), m,
 		jetstream.WithExpectLastSequencePerSubject(w.seq), jetstream.WithMsgTTL(30*time.Second))
 	d := time.Since(t0)
 	if err != nil {
