@@ -16,7 +16,7 @@ func (r *report) storeOps() {
 	b.WriteString("`natsstore.BenchmarkStoreVsRawKV` times each store operation and one raw KV write side by side in every\n" +
 		"iteration, in alternating order: the raw write is the primitive the store's writes are made of, a conditional\n" +
 		"publish to a key of the same bucket with the expected last sequence and a per-message TTL, on a connection of\n" +
-		"its own. Acquire is timed on its fast path (a key this store released itself: one round trip). `store/raw-p50`\n" +
+		"its own (for release, a delete marker, as Release writes). Acquire is timed on its fast path (a key this store released itself: one round trip). `store/raw-p50`\n" +
 		"is the ratio of a run's median latencies, which a burst of load from other processes skews less than\n" +
 		"`store/raw`, the ratio of its means; the goal is judged on the former, the median of the runs. Allocations\n" +
 		"count everything an iteration does: the timed operation, the raw write and, for acquire and release, the\n" +
