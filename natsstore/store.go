@@ -165,6 +165,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	// permission learns it now, clearly, and not as a timeout later.
 	if err := failFast(ctx, nc, s.probe); err != nil {
 		s.stop()
+		s.watches.Wait() // followConn's goroutine
 		return nil, explain(ctx, nc, err)
 	}
 	s.log.Debug("natsstore: opened", "expiry", s.mode, "replicas", st.replicas)

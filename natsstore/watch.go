@@ -35,8 +35,6 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed.Load() {
 		return nil, lease.ErrClosed
 	}
@@ -71,6 +69,13 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	}
 
 	events := make(chan lease.Event, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() { // closed while the watch was being made
+		w.stop()
+		stop()
+		return nil, lease.ErrClosed
+	}
 	s.watches.Add(1)
 	s.running.Add(1)
 	go func() {
