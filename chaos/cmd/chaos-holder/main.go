@@ -117,7 +117,7 @@ func run(ctx context.Context, o options) error {
 		sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
 			Lease:    cfg,
 			Store:    record.NewStore(store, log, o.proc, cfg, nil),
-			Workload: actors.WorkloadFunc(workload(o, cfg.OwnerID, log, fence)),
+			Workload: actors.WorkloadFunc(workload(o, cfg.OwnerID, nil, log, fence)),
 			Restart:  actors.RestartPolicy{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond, MaxRestarts: -1},
 		})
 		if err != nil {
@@ -173,7 +173,8 @@ func lockLoop(ctx context.Context, o options, store *natsstore.Store, log *recor
 		if token, err := g.Token(); err == nil {
 			wctx, cancel := context.WithCancel(g.Context())
 			stop := context.AfterFunc(ctx, cancel)
-			_ = workload(o, g.OwnerID(), log, fence)(wctx, token)
+			valid := func() error { _, err := g.Token(); return err } // checked on the clock
+			_ = workload(o, g.OwnerID(), valid, log, fence)(wctx, token)
 			stop()
 			cancel()
 		}
@@ -184,9 +185,18 @@ func lockLoop(ctx context.Context, o options, store *natsstore.Store, log *recor
 	return nil
 }
 
+// writeTimeout bounds one fenced write. A write is not abandoned when the
+// workload is told to stop (its context is not the lease's): a request
+// already sent would land after the release, which the checker flags. A
+// write slower than the stop timeout (TTL/10) still can, and is flagged.
+const writeTimeout = time.Second
+
 // workload writes through the fence every o.writeEvery while the lease is
-// held, and returns after o.hold if set, which hands the lease over.
-func workload(o options, owner string, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
+// held, and returns after o.hold if set, which hands the lease over. valid,
+// when not nil, is asked right before each write whether the lease is still
+// valid by the clock (a lock.Guard's Token); a LeaseSupervisor's function
+// workload has only its context, cancelled by a timer.
+func workload(o options, owner string, valid func() error, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
 	return func(ctx context.Context, token lease.Token) error {
 		w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: owner, Token: uint64(token), Start: record.Now()}
 		log.Start(w)
@@ -203,10 +213,10 @@ func workload(o options, owner string, log *record.Log, fence *resource.Client) 
 		tick := time.NewTicker(o.writeEvery)
 		defer tick.Stop()
 		for {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || (valid != nil && valid() != nil) {
 				return nil
 			}
-			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			wctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 			_ = fence.Write(wctx, o.leaseID, o.proc, owner, uint64(token))
 			cancel()
 			select {
