@@ -27,6 +27,7 @@ type options struct {
 	instances int           // service instances at any time (2-9)
 	ttl       time.Duration // the lease's TTL, whole seconds
 	bucket    string
+	domain    string // JetStream domain, "" for none
 	leaseID   string
 	dial      natsstore.DialOptions // no URLs: start an embedded server
 	settle    time.Duration         // how long the fleet runs between two faults
@@ -93,7 +94,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	dial := d.dial
 	dial.Name = "aster-demo-orchestrator"
-	store, err := natsstore.Dial(dctx, dial, natsstore.Config{Bucket: o.bucket})
+	store, err := natsstore.Dial(dctx, dial, natsstore.Config{Bucket: o.bucket, Domain: o.domain})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
@@ -290,6 +291,7 @@ func (d *orchestrator) spawn() (string, error) {
 		"-name", name,
 		"-hub", d.hub.URL(),
 		"-bucket", d.o.bucket,
+		"-js-domain", d.o.domain,
 		"-lease", d.o.leaseID,
 		"-ttl", d.o.ttl.String(),
 		"-interval", d.o.interval.String(),

@@ -48,6 +48,7 @@ type instanceConfig struct {
 	hub      string // base URL of the orchestrator's HTTP endpoint
 	dial     natsstore.DialOptions
 	bucket   string
+	domain   string
 	leaseID  string
 	ttl      time.Duration
 	interval time.Duration // between two dispatches
@@ -62,6 +63,7 @@ func instanceMain(args []string) int {
 	fs.StringVar(&cfg.name, "name", "i1", "instance name")
 	fs.StringVar(&cfg.hub, "hub", "", "base URL of the orchestrator")
 	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "KV bucket")
+	fs.StringVar(&cfg.domain, "js-domain", "", "JetStream domain")
 	fs.StringVar(&cfg.leaseID, "lease", defaultLeaseID, "lease ID")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease TTL")
 	fs.DurationVar(&cfg.interval, "interval", defaultInterval, "dispatch interval")
@@ -98,7 +100,7 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 	hub := &hubClient{base: cfg.hub, inst: cfg.name, owner: owner, http: &http.Client{Timeout: 2 * time.Second}}
 
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := natsstore.Dial(dctx, cfg.dial, natsstore.Config{Bucket: cfg.bucket, Logger: log})
+	store, err := natsstore.Dial(dctx, cfg.dial, natsstore.Config{Bucket: cfg.bucket, Domain: cfg.domain, Logger: log})
 	cancel()
 	if err != nil {
 		return err

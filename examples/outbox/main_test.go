@@ -185,7 +185,7 @@ func TestHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, orchestratorMain([]string{"--help"}, &stdout, &stderr))
 	help := stderr.String()
-	for _, flag := range []string{"-instances", "-ttl", "-nats-url", "-creds", "-nkey", "-user", "-password", "-token", "-tls-ca", "-bucket", "-no-color"} {
+	for _, flag := range []string{"-instances", "-ttl", "-nats-url", "-creds", "-nkey", "-user", "-password", "-token", "-tls-ca", "-bucket", "-js-domain", "-no-color"} {
 		assert.Contains(t, help, flag)
 	}
 	assert.NotContains(t, help, instanceArg, "the instance switch is hidden")
