@@ -2,7 +2,6 @@ package lease
 
 import (
 	"math"
-	"regexp"
 	"time"
 )
 
@@ -176,8 +175,20 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// validKey is the NATS KV key grammar (nats.go jetstream/kv.go).
-var validKey = regexp.MustCompile(`^[-/_=\.a-zA-Z0-9]+$`)
+// isKey reports whether id matches the NATS KV key grammar
+// `^[-/_=\.a-zA-Z0-9]+$` (nats.go jetstream/kv.go), without a regexp: it
+// runs on every store operation.
+func isKey(id string) bool {
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-' || c == '/' || c == '_' || c == '=' || c == '.':
+		default:
+			return false
+		}
+	}
+	return id != ""
+}
 
 // ValidateLeaseID reports whether id can name a lease in every store: a
 // non-empty NATS KV key of at most 255 bytes.
@@ -187,7 +198,7 @@ func ValidateLeaseID(id string) error {
 		return invalid("LeaseID", "must not be empty")
 	case len(id) > maxLeaseIDLen:
 		return invalid("LeaseID", "is %d bytes long, at most %d allowed", len(id), maxLeaseIDLen)
-	case !validKey.MatchString(id):
+	case !isKey(id):
 		return invalid("LeaseID", "%q: only letters, digits and - / _ = . are allowed", id)
 	case id[0] == '.' || id[len(id)-1] == '.':
 		return invalid("LeaseID", "%q must not start or end with '.'", id)

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"errors"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,22 @@ func TestNewOwnerID(t *testing.T) {
 		seen[id] = true
 		require.NoError(t, lease.ValidateOwnerID(id))
 	}
+}
+
+// The byte loop in ValidateLeaseID must accept exactly the NATS KV key
+// grammar (nats.go jetstream/kv.go), minus leading/trailing dots and "..".
+var natsKey = regexp.MustCompile(`^[-/_=\.a-zA-Z0-9]+$`)
+
+func FuzzValidateLeaseID(f *testing.F) {
+	for _, s := range []string{"billing.outbox", "", ".", "a..b", "a b", "ä", "a=b/c_d-e", ">", "*", "a.", ".a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		want := natsKey.MatchString(id) && len(id) <= 255 &&
+			!strings.HasPrefix(id, ".") && !strings.HasSuffix(id, ".") && !strings.Contains(id, "..")
+		err := lease.ValidateLeaseID(id)
+		if want != (err == nil) {
+			t.Fatalf("ValidateLeaseID(%q) = %v, want valid=%v", id, err, want)
+		}
+	})
 }

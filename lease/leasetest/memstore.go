@@ -192,14 +192,33 @@ func (s *MemStore) Holder(leaseID string) (owner string, revision uint64, ok boo
 
 // Tamper overwrites or (with owner "") deletes a lease key as an operator
 // would, for tests. The write gets a new revision like any other.
+//
+// A delete by hand does not free the lease at once: the owner it was taken
+// from may act until its own TTL runs out, so contenders see an unknown
+// owner ("") until then, as natsstore makes them wait one TTL after a
+// delete it cannot explain. The former owner's next renewal reports
+// lease.ErrLost.
 func (s *MemStore) Tamper(leaseID, owner string, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if owner == "" {
-		s.remove(leaseID)
+	if owner != "" {
+		s.write(leaseID, owner, ttl)
 		return
 	}
-	s.write(leaseID, owner, ttl)
+	e := s.live(leaseID)
+	if e == nil || e.owner == "" {
+		return
+	}
+	s.rev++
+	rev := s.rev
+	s.keys[leaseID] = &memEntry{rev: rev, expires: e.expires}
+	if s.realTimers {
+		if t := s.expiryTimer[leaseID]; t != nil {
+			t.Stop()
+		}
+		s.expiryTimer[leaseID] = time.AfterFunc(e.expires.Sub(s.now()), func() { s.expire(leaseID, rev) })
+	}
+	s.notify(lease.Event{LeaseID: leaseID, Kind: lease.EventFree, Revision: rev})
 }
 
 // live returns the unexpired entry of id, reclaiming an expired one.

@@ -83,9 +83,24 @@ func TestMemStoreTamper(t *testing.T) {
 		owner, _, ok := s.Holder("tamper")
 		require.True(t, ok)
 		assert.Equal(t, "operator", owner)
+		operator, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "operator", TTL: time.Minute})
+		require.NoError(t, err)
+		require.True(t, operator.Acquired)
+
+		start := time.Now()
 		s.Tamper("tamper", "", 0)
-		_, _, ok = s.Holder("tamper")
-		assert.False(t, ok)
+		_, err = s.Renew(t.Context(), operator.Lease)
+		require.ErrorIs(t, err, lease.ErrLost, "a deleted key is lost to its owner")
+		b, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "b", TTL: time.Minute})
+		require.NoError(t, err)
+		assert.False(t, b.Acquired, "a key deleted by hand stays blocked while its former owner may act")
+		assert.Empty(t, b.Owner, "the owner is unknown")
+
+		time.Sleep(time.Minute - time.Since(start))
+		b, err = s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "b", TTL: time.Minute})
+		require.NoError(t, err)
+		assert.True(t, b.Acquired, "free once the former owner's TTL has run out")
+		assert.Greater(t, b.Lease.Token, operator.Lease.Token)
 	})
 }
 
