@@ -33,13 +33,18 @@ type lagRecorder struct {
 	counts []atomic.Int32 // per lock: renewals
 	lags   []atomic.Int64 // every renewal's lag, ns
 	n      atomic.Int64   // renewals recorded (may exceed len(lags))
-	poison atomic.Int64
-	failed atomic.Int64
+	// steady holds the lags of renewals after each lock's first: the
+	// first renewals of locks acquired in a burst come due in a burst.
+	steady  []atomic.Int64
+	nSteady atomic.Int64
+	poison  atomic.Int64
+	failed  atomic.Int64
 }
 
 func newLagRecorder(cfg lock.Config, locks, renewals int) *lagRecorder {
 	return &lagRecorder{base: time.Now(), cfg: cfg, due: make([]atomic.Int64, locks),
-		counts: make([]atomic.Int32, locks), lags: make([]atomic.Int64, renewals)}
+		counts: make([]atomic.Int32, locks), lags: make([]atomic.Int64, renewals),
+		steady: make([]atomic.Int64, renewals)}
 }
 
 // index reads the lock number from a lease ID "res.<n>".
@@ -79,6 +84,11 @@ func (r *lagRecorder) hook(ev actors.Event) {
 			if k := r.n.Add(1) - 1; k < int64(len(r.lags)) {
 				r.lags[k].Store(at - due)
 			}
+			if r.counts[i].Load() > 0 {
+				if k := r.nSteady.Add(1) - 1; k < int64(len(r.steady)) {
+					r.steady[k].Store(at - due)
+				}
+			}
 		}
 		r.counts[i].Add(1)
 		r.due[i].Store(at + int64(r.period(e.TTL)))
@@ -92,10 +102,19 @@ func (r *lagRecorder) hook(ev actors.Event) {
 // quantiles returns the lags at the given quantiles, the largest, and the
 // number of renewals measured.
 func (r *lagRecorder) quantiles(qs ...float64) (out []time.Duration, maxLag time.Duration, n int) {
-	n = int(min(r.n.Load(), int64(len(r.lags))))
+	return quantiles(r.lags, &r.n, qs...)
+}
+
+// steadyQuantiles is quantiles over the renewals after each lock's first.
+func (r *lagRecorder) steadyQuantiles(qs ...float64) (out []time.Duration, maxLag time.Duration, n int) {
+	return quantiles(r.steady, &r.nSteady, qs...)
+}
+
+func quantiles(rec []atomic.Int64, count *atomic.Int64, qs ...float64) (out []time.Duration, maxLag time.Duration, n int) {
+	n = int(min(count.Load(), int64(len(rec))))
 	lags := make([]int64, n)
 	for i := range lags {
-		lags[i] = r.lags[i].Load()
+		lags[i] = rec[i].Load()
 	}
 	slices.Sort(lags)
 	for _, q := range qs {
