@@ -38,7 +38,7 @@ import (
 //   - acquire-us/lock and close-ms: time to acquire all locks (8
 //     goroutines) and to Close the Locker, which releases them all.
 //
-// The TTL is 9 s, so each lock renews every 3 s; the benchmark observes
+// The TTL is 15 s, so each lock renews every 5 s; the benchmark observes
 // for 2.5 periods after the last acquisition. Run it once per size:
 //
 //	go test -run '^$' -bench BenchmarkHeldLocks -benchtime 1x ./lock/
@@ -64,7 +64,7 @@ func BenchmarkHeldLocks(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	ttl := 9 * time.Second
+	ttl := 15 * time.Second
 	if env := os.Getenv("ASTER_LOCK_BENCH_TTL"); env != "" {
 		var err error
 		if ttl, err = time.ParseDuration(env); err != nil {
