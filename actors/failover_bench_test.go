@@ -82,8 +82,10 @@ func BenchmarkHandover(b *testing.B) {
 				started := standby.waitLeading(b)
 				released := leader.releasedAt(b)
 				samples = append(samples, started.Sub(released))
-				if at, ok := standby.freeAt(); ok && v.watch {
-					events = append(events, at.Sub(released))
+				if v.watch {
+					if at, ok := standby.freeAt(); ok {
+						events = append(events, at.Sub(released))
+					}
 				}
 				if at, ok := raw.freeAt(); ok {
 					raws = append(raws, at.Sub(released))
