@@ -38,6 +38,12 @@ import (
 //   - acquire-us/lock and close-ms: time to acquire all locks (8
 //     goroutines) and to Close the Locker, which releases them all.
 //
+// Each size runs twice: acquire=burst takes the locks as fast as it can,
+// so that their renewals come due in the same burst, period after period
+// (the watchdog renews at a fixed period); acquire=paced spreads the
+// acquisitions evenly over one renew period, as locks taken over time
+// would be.
+//
 // The TTL is 15 s, so each lock renews every 5 s; the benchmark observes
 // for 2.5 periods after the last acquisition. Run it once per size:
 //
@@ -72,7 +78,13 @@ func BenchmarkHeldLocks(b *testing.B) {
 		}
 	}
 	for _, n := range sizes {
-		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) { benchHeldLocks(b, n, ttl) })
+		for _, paced := range []bool{false, true} {
+			name := fmt.Sprintf("locks=%d/acquire=burst", n)
+			if paced {
+				name = fmt.Sprintf("locks=%d/acquire=paced", n)
+			}
+			b.Run(name, func(b *testing.B) { benchHeldLocks(b, n, ttl, paced) })
+		}
 	}
 }
 
@@ -85,7 +97,7 @@ func heap() (live, stack uint64) {
 	return m.HeapAlloc, m.StackInuse
 }
 
-func benchHeldLocks(b *testing.B, n int, ttl time.Duration) {
+func benchHeldLocks(b *testing.B, n int, ttl time.Duration, paced bool) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprint("res.", i)
@@ -116,6 +128,9 @@ func benchHeldLocks(b *testing.B, n int, ttl time.Duration) {
 				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
+				}
+				if paced {
+					time.Sleep(time.Until(start.Add(period * time.Duration(i) / time.Duration(n))))
 				}
 				g, err := l.TryAcquire(context.Background(), names[i])
 				if err != nil {
