@@ -101,6 +101,13 @@
 //
 // A held lock costs a Guard, an actors.Hold, a watchdog actor with its
 // mailbox, Props and one timer, and the store's own entry; there is no
-// goroutine per lock. See the benchmarks in scale_bench_test.go
-// (BenchmarkHeldLocks) for the memory per held lock and the renewal lag.
+// goroutine per lock (a watchdog's renewal runs on a goroutine only while
+// it runs). On the 2-core machine this was built on, that is about 2 KB per
+// lock besides the store's entry, and a renewal costs the whole process
+// about 10 to 15 µs of CPU time with the in-memory store, so one process
+// renewing every 5 s keeps up with a few hundred thousand locks. Renewals
+// are sent at a fixed period after the previous one, so locks taken in a
+// burst come due in a burst; the lag that builds up then is far below the
+// slack the margins leave (TTL - SafetyMargin - StopTimeout - period). See
+// BenchmarkHeldLocks in scale_bench_test.go.
 package lock

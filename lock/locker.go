@@ -99,6 +99,12 @@ func (l *Locker) Held() int { return int(l.held.Load()) }
 // option, and store errors that waiting cannot fix (lease.ErrCorrupt,
 // lease.ErrClosed). Transient store errors are retried. A lock granted by
 // the store is returned even if ctx ends at that moment.
+//
+// All attempts of one call write the same owner ID, fresh for the call: a
+// retry after an attempt whose outcome the store could not tell takes the
+// key over if that attempt had landed (with a new, larger token). If ctx
+// ends right after such an attempt, the key may keep this call's owner ID
+// until its TTL runs out; no guard holds it.
 func (l *Locker) Acquire(ctx context.Context, resource string, opts ...Option) (*Guard, error) {
 	return l.acquire(ctx, resource, opts, true)
 }
