@@ -151,6 +151,22 @@ func TestOverlapAfterTamperingIsExcused(t *testing.T) {
 	assert.Equal(t, porcupine.Ok, res)
 }
 
+func TestSameOwnerReacquiring(t *testing.T) {
+	h := &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.work("pa", "A", 5, 2, 300)
+	h.acquire("pa", "A", 310, 311, 8) // the key was still A's; its first term had stopped
+	h.work("pa", "A", 8, 312, record.Never)
+	assert.Empty(t, check.Check(h.History).Violations)
+
+	h = &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.work("pa", "A", 5, 2, 400)
+	h.acquire("pa", "A", 310, 311, 8) // two terms of one owner running at once
+	h.work("pa", "A", 8, 312, record.Never)
+	assert.Equal(t, []string{check.Overlap}, kinds(check.Check(h.History)))
+}
+
 func TestTokenChecks(t *testing.T) {
 	t.Run("reused", func(t *testing.T) {
 		h := &hist{}

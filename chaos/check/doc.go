@@ -11,7 +11,8 @@
 //
 //   - two tenures of one lease whose intervals overlap (unless an operator
 //     tampered with the key in between, which no lease can survive: then only
-//     the fence protects, and it is checked below);
+//     the fence protects, and it is checked below; or one owner took its own
+//     key again after its earlier term's workload had stopped);
 //   - tokens that do not strictly increase in the order of acquisition, or a
 //     token handed to two tenures;
 //   - a write the fenced resource accepted with a token lower than one it had
