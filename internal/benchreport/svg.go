@@ -26,6 +26,7 @@ type Series struct {
 	Step    bool // draw as a step function (a CDF)
 	Markers bool // draw a dot at every point
 	Dashed  bool
+	Color   string // "" means the next colour of the palette
 }
 
 // Ref is a reference line: a goal or a limit.
@@ -206,6 +207,9 @@ func (p Plot) SVG() []byte {
 	// Series, and the legend below the axis label.
 	for i, s := range p.Series {
 		color := palette[i%len(palette)]
+		if s.Color != "" {
+			color = s.Color
+		}
 		var pts bytes.Buffer
 		prevY := math.NaN()
 		for j := range min(len(s.X), len(s.Y)) {
