@@ -155,6 +155,7 @@ func BenchmarkCrashTakeover(b *testing.B) {
 	writeSamples(b, "takeover-crash-late", late)
 	writeSamples(b, "takeover-crash-expiry-late", expiryLate)
 	b.ReportMetric(float64(cfg.TTL), "ttl-ns")
+	b.ReportMetric(float64(period), "renew-ns")
 }
 
 // failoverRig starts LeaseSupervisor instances competing for one lease.
