@@ -35,6 +35,12 @@ var (
 	// parent (and Run returns) after more restarts within a period than its
 	// RestartPolicy allows.
 	ErrTooManyRestarts = errors.New("actors: too many restarts")
+
+	// ErrRenewDeadline is the error of a poison at the renew deadline when
+	// no renewal had failed before it: the watchdog did not get to renew in
+	// time, typically because the process was paused (SIGSTOP, a long GC or
+	// VM pause) or starved of CPU.
+	ErrRenewDeadline = errors.New("actors: the renew deadline passed before a renewal could be sent")
 )
 
 // PoisonReason says why a Watchdog gave up a lease.

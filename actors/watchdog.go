@@ -155,7 +155,11 @@ func (w *watchdog) renew(c actor.Context) error {
 	}
 	sent := time.Now()
 	if !sent.Before(deadline) {
-		w.poison(c, l, PoisonDeadlinePassed, w.last)
+		cause := w.last
+		if cause == nil {
+			cause = ErrRenewDeadline
+		}
+		w.poison(c, l, PoisonDeadlinePassed, cause)
 		return w.hold.Err()
 	}
 	period := renewPeriod(w.interval, l.TTL)

@@ -126,7 +126,10 @@ func (d DialOptions) natsOptions(log *slog.Logger) ([]nats.Option, error) {
 			}
 			log.Warn("natsstore: asynchronous NATS error", "err", err, "subject", subject)
 		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil || nc.IsClosed() {
+				return // our own Close, not a lost connection
+			}
 			log.Warn("natsstore: disconnected from NATS", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

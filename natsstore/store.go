@@ -265,7 +265,12 @@ func (s *Store) Close() error {
 		select {
 		case <-done:
 		case <-timer.C:
-			s.err = fmt.Errorf("natsstore: %d watches did not stop within %v", s.running.Load(), s.cfg.closeTimeout())
+			// A watch's stop deletes its consumer with a request; without the
+			// $JS.API.CONSUMER.DELETE permission it waits for its timeout.
+			if n := s.running.Load(); n > 0 {
+				s.err = fmt.Errorf("natsstore: %d watches did not stop within %v (does the user lack "+
+					"permission for $JS.API.CONSUMER.DELETE?)", n, s.cfg.closeTimeout())
+			}
 		}
 		if s.ownConn && s.nc != nil {
 			s.nc.Close()
