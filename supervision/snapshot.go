@@ -143,7 +143,7 @@ func (s *Snapshot) write(b *strings.Builder, first, rest string, now time.Time) 
 		if now.IsZero() {
 			fmt.Fprintf(b, " next restart at %s", s.NextRestart.Format(time.RFC3339Nano))
 		} else {
-			fmt.Fprintf(b, " next restart in %v", s.NextRestart.Sub(now))
+			fmt.Fprintf(b, " next restart in %v", s.NextRestart.Sub(now).Round(time.Millisecond))
 		}
 	}
 	if s.LastFailure != nil {
