@@ -214,15 +214,13 @@ func handover(h record.History, prev, next Tenure) Handover {
 	if prev.ReleaseCall != 0 && prev.ReleaseCall <= next.Acquired {
 		ho.Cause, from = "release", prev.ReleaseCall
 	}
-	for _, m := range h.Marks {
-		if from != 0 && m.At >= from {
-			break
-		}
-		if m.At < prev.Acquired || m.At > next.Acquired || !affects(m, prev) {
-			continue
-		}
-		if from == 0 || m.At < from {
-			ho.Cause, from = string(m.Kind), m.At
+	if from == 0 {
+		// The last fault that struck the old owner before the new one took
+		// over: an owner that survived earlier faults was not ended by them.
+		for _, m := range h.Marks {
+			if m.At >= prev.Acquired && m.At <= next.Acquired && affects(m, prev) && m.At > from {
+				ho.Cause, from = string(m.Kind), m.At
+			}
 		}
 	}
 	if from != 0 {

@@ -274,6 +274,20 @@ func TestKillEndsTheClaimAndTimesTheTakeover(t *testing.T) {
 	assert.Equal(t, porcupine.Ok, res, "the pending renewal may have landed; expiry after it explains B")
 }
 
+func TestTakeoverIsTimedFromTheLastFault(t *testing.T) {
+	h := &hist{}
+	h.acquire("pa", "A", 0, 1, 5)
+	h.mark(record.MarkStop, "pa", 100) // survived
+	h.mark(record.MarkCont, "pa", 600)
+	h.mark(record.MarkStop, "pa", 2000) // this one ended it
+	h.acquire("pb", "B", 2950, 2951, 9)
+	h.work("pb", "B", 9, 2952, record.Never)
+	r := check.Check(h.History)
+	require.Len(t, r.Handovers, 1)
+	assert.Equal(t, string(record.MarkStop), r.Handovers[0].Cause)
+	assert.Equal(t, 952*time.Millisecond, r.Handovers[0].Latency)
+}
+
 func TestLinearizableModel(t *testing.T) {
 	for _, tc := range []struct {
 		name string
