@@ -73,9 +73,11 @@ func keeperProps(l *Locker) *actor.Props {
 	// A watchdog that fails is stopped, never restarted in place: its
 	// Terminated message then poisons its guard.
 	stop := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &keeper{l: l, guards: make(map[guardKey]keptGuard)}
-	}, actor.WithSupervisor(stop))
+	// One keeper for the Locker's life: should protoactor ever restart it
+	// (which stops its watchdogs first), the restarted actor still knows
+	// the guards, and their watchdogs' Terminated messages poison them.
+	k := &keeper{l: l, guards: make(map[guardKey]keptGuard)}
+	return actor.PropsFromProducer(func() actor.Actor { return k }, actor.WithSupervisor(stop))
 }
 
 // Receive implements actor.Actor.
