@@ -75,7 +75,12 @@ define bench_go
 	@echo "$(strip $(5) go test -run='^$$' $(3) $(4))" >> $(BENCH_DIR)/commands.txt
 	@$(5) ASTER_BENCH_SAMPLES=$(abspath $(BENCH_DIR))/samples $(GO) test -run='^$$' -timeout=30m $(3) $(4) 2>&1 \
 		| tee $(BENCH_DIR)/$(1).bench.txt | grep --line-buffered -E '^(Benchmark|--- FAIL|FAIL|panic)'; \
-		test $${PIPESTATUS[0]} -eq 0
+		rc=$${PIPESTATUS[0]}; out=$(BENCH_DIR)/$(1).bench.txt; \
+		if [ $$rc -ne 0 ]; then \
+			if grep -q -E '^(--- FAIL|panic)' $$out || ! grep -q '^PASS' $$out; then exit $$rc; fi; \
+			msg="$(1): go test exited $$rc after every benchmark passed: $$(grep -m1 -E 'goleak|race|timed out' $$out || echo 'see its output')"; \
+			echo "bench: warning: $$msg"; echo "$$msg" >> $(BENCH_DIR)/warnings.txt; \
+		fi
 endef
 
 # bench_prof NAME,FLAGS,PKG,PPROF runs one benchmark once with CPU and memory
@@ -84,7 +89,11 @@ define bench_prof
 	@echo "go test -run='^$$' $(2) -count=1 -cpuprofile $(1).cpu.pprof -memprofile $(1).mem.pprof $(3)" >> $(BENCH_DIR)/commands.txt
 	@$(GO) test -run='^$$' -timeout=30m $(2) -count=1 -cpuprofile $(BENCH_DIR)/prof/$(1).cpu.pprof \
 		-memprofile $(BENCH_DIR)/prof/$(1).mem.pprof -o $(BENCH_DIR)/prof/$(1).test $(3) > $(BENCH_DIR)/prof/$(1).out 2>&1 \
-		|| { cat $(BENCH_DIR)/prof/$(1).out; exit 1; }
+		|| { out=$(BENCH_DIR)/prof/$(1).out; \
+			if grep -q '^PASS' $$out && ! grep -q -E '^(--- FAIL|panic)' $$out; then \
+				msg="profile $(1): go test failed after the benchmark passed: $$(grep -m1 -E 'goleak|race|timed out' $$out || echo 'see its output')"; \
+				echo "bench: warning: $$msg"; echo "$$msg" >> $(BENCH_DIR)/warnings.txt; \
+			else cat $$out; exit 1; fi; }
 	@$(GO) tool pprof -top -nodecount=30 $(4) $(BENCH_DIR)/prof/$(1).test $(BENCH_DIR)/prof/$(1).cpu.pprof \
 		> $(BENCH_DIR)/prof/$(1).cpu.top.txt 2>/dev/null
 	@$(GO) tool pprof -top -nodecount=30 -sample_index=alloc_space $(BENCH_DIR)/prof/$(1).test \

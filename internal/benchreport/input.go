@@ -22,6 +22,7 @@ import (
 //	commands.txt      the commands run, one per line
 //	start             the start time (RFC 3339), first line
 //	load-before       /proc/loadavg at the start
+//	warnings.txt      commands that failed after their benchmarks passed
 const (
 	benchSuffix  = ".bench.txt"
 	samplesDir   = "samples"
@@ -31,6 +32,7 @@ const (
 	commandsFile = "commands.txt"
 	startFile    = "start"
 	loadFile     = "load-before"
+	warningsFile = "warnings.txt"
 )
 
 // Load reads a run directory. procs is the GOMAXPROCS the benchmarks ran
@@ -90,6 +92,11 @@ func Load(dir string, procs int) (Input, error) {
 		if t, err := time.Parse(time.RFC3339, line); err == nil {
 			in.Machine.Duration = time.Since(t)
 		}
+	}
+	if b, err := optional(filepath.Join(dir, warningsFile)); err != nil {
+		return in, err
+	} else if b != "" {
+		in.Warnings = strings.Split(strings.TrimRight(b, "\n"), "\n")
 	}
 	if b, err := optional(filepath.Join(dir, loadFile)); err != nil {
 		return in, err

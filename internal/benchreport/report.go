@@ -28,6 +28,7 @@ type Input struct {
 	Profiles  map[string]string    // pprof -top output, by name
 	Benchstat string               // benchstat's summary of Results
 	Commands  []string             // the commands of the run, in order
+	Warnings  []string             // commands that failed after their benchmarks passed
 	Machine   Machine
 }
 
@@ -206,6 +207,12 @@ func (r *report) method(b *bytes.Buffer) {
 		b.WriteString(c + "\n")
 	}
 	b.WriteString("```\n")
+	if len(r.in.Warnings) > 0 {
+		b.WriteString("\nThese commands failed after every benchmark in them had passed; their results are used:\n\n")
+		for _, w := range r.in.Warnings {
+			b.WriteString("- " + w + "\n")
+		}
+	}
 	if r.in.Benchstat != "" {
 		b.WriteString("\n## benchstat\n\nEvery Go benchmark of the run, as `benchstat` summarises it:\n\n```\n")
 		b.WriteString(strings.TrimRight(r.in.Benchstat, "\n") + "\n```\n")

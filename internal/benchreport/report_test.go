@@ -168,6 +168,7 @@ func TestLoadAndWrite(t *testing.T) {
 	write("commands.txt", "go test a\ngo test b\n")
 	write("start", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)+"\n")
 	write("load-before", "0.50 0.60 0.70 1/100 12345\n")
+	write("warnings.txt", "lock: go test exited 1 after every benchmark passed: goleak: found goroutines\n")
 
 	in, err := Load(dir, 2)
 	require.NoError(t, err)
@@ -177,6 +178,7 @@ func TestLoadAndWrite(t *testing.T) {
 	assert.Equal(t, "stats\n", in.Benchstat)
 	assert.Equal(t, []string{"go test a", "go test b"}, in.Commands)
 	assert.Equal(t, "0.50, 0.60, 0.70", in.Machine.LoadBefore)
+	assert.Equal(t, []string{"lock: go test exited 1 after every benchmark passed: goleak: found goroutines"}, in.Warnings)
 	assert.InDelta(t, time.Minute, in.Machine.Duration, float64(30*time.Second))
 
 	write("samples/bad.txt", "12\nnot a number\n")
@@ -190,6 +192,7 @@ func TestLoadAndWrite(t *testing.T) {
 	b, err := os.ReadFile(md)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "# Benchmarks")
+	assert.Contains(t, string(b), "- lock: go test exited 1 after every benchmark passed")
 	svg, err := os.ReadFile(filepath.Join(dir, "docs", HandoverFigure))
 	require.NoError(t, err)
 	wellFormed(t, svg)
