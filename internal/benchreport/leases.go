@@ -120,6 +120,14 @@ func (r *report) leases() {
 					"while the locks were held.",
 					fmtCount(rate), fmtNs(r.spread(leasesPkg, name, "lag-max-ms").Median*1e6), fmtNs(cpu*1e3),
 					fmtBytes(r.spread(leasesPkg, name, "stack-B/lock").Median))
+				if acq := r.spread(leasesPkg, name, "acquire-us/lock"); mode == "burst" && acq.Valid() && r.in.Machine.Cores > 0 {
+					work := float64(n) * cpu * 1e3 // ns of CPU per burst
+					l.why += fmt.Sprintf(" The %s locks were taken in %s, so their renewals come due within that "+
+						"time of each other, every period; at %s of CPU per renewal, renewing all of them once "+
+						"takes %s of CPU, %s of wall time on %d cores if nothing else ran.",
+						countAxis(float64(n)), fmtNs(acq.Median*1e3*float64(n)), fmtNs(cpu*1e3), fmtNs(work),
+						fmtNs(work/float64(r.in.Machine.Cores)), r.in.Machine.Cores)
+				}
 			}
 			r.goal(l)
 		}
