@@ -49,6 +49,8 @@ type workloadExited struct {
 // owned by a small Workload actor. ctx is cancelled with cause
 // lease.ErrLost (a *LostError) when the lease is poisoned, and with
 // ErrShutdown on a graceful shutdown; token is the lease's fencing token.
+// Before each fenced write, read the token again with TokenFrom(ctx): it
+// also fails once the lease's validity has passed on the clock.
 // A panic in fn is recovered and treated as an error return.
 func WorkloadFunc(fn func(ctx context.Context, token lease.Token) error) Workload {
 	return funcWorkload{fn: fn}
@@ -76,7 +78,7 @@ func (w funcWorkload) start(c actor.Context, term uint64, g Granted) workloadIns
 		launched = true
 		root := ac.ActorSystem().Root
 		go func() {
-			err := callWorkload(fn, g.Context, g.Token)
+			err := callWorkload(fn, withHold(g.Context, g.Hold), g.Token)
 			close(done)
 			root.Send(sup, workloadExited{term: term, err: err})
 		}()
