@@ -3,6 +3,7 @@ package actors
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -98,6 +99,10 @@ func newWatchdogRig(t *testing.T, cfg lease.Config) *watchdogRig {
 }
 
 func (r *watchdogRig) close() {
+	// Let the parent see the Terminated of a watchdog a test stopped, so
+	// that stopping the parent sends it no Stop (a dead letter, whose
+	// throttle goroutine would outlive the bubble).
+	synctest.Wait()
 	_ = r.sys.Root.StopFuture(r.parent).Wait()
 	r.sys.Shutdown()
 	_ = r.mem.Close()
