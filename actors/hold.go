@@ -33,6 +33,10 @@ type Hold struct {
 	validUntil time.Time
 	deadline   time.Time // renew deadline: validUntil - StopTimeout
 	err        error     // nil while held
+	// call cancels the renewal in flight, if any, when the Hold ends. A
+	// renewal's context is not derived from ctx: a child would leave a
+	// children map and a Done channel on every Hold for its whole life.
+	call context.CancelFunc
 }
 
 // NewHold returns the Hold of a lease just acquired (or renewed) with a
@@ -155,9 +159,34 @@ func (h *Hold) end(cause error) bool {
 		return false
 	}
 	h.err = cause
+	call := h.call
+	h.call = nil
 	h.mu.Unlock()
+	if call != nil {
+		call() // abort the renewal in flight at once
+	}
 	h.cancel(cause)
 	return true
+}
+
+// beginCall registers cancel as the cancel function of the renewal about to
+// be sent, so that the Hold's end aborts it. It returns the Hold's cause,
+// and registers nothing, once the Hold has ended.
+func (h *Hold) beginCall(cancel context.CancelFunc) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
+	}
+	h.call = cancel
+	return nil
+}
+
+// endCall forgets the cancel function of the renewal that has returned.
+func (h *Hold) endCall() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.call = nil
 }
 
 // renewArgs returns what the next renewal sends: the lease with the current

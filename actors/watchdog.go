@@ -2,7 +2,10 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,7 +20,12 @@ import (
 //
 // The Watchdog renews every lease.RenewPeriod(interval, TTL), re-derived
 // after every renewal from the Hold's current TTL, so it never sleeps past
-// half the TTL. After each successful renewal it moves the Hold's validity
+// half the TTL. The period after a renewal sent late (the process was
+// busy: more than a 500th of the period, at least 1 ms, after it was due)
+// is shortened by a random fraction of up to a fifth, never lengthened:
+// renewals that came due in a burst (locks taken together) and were
+// delayed together then come due spread out, instead of bunched period
+// after period. Renewals on time keep the exact period. After each successful renewal it moves the Hold's validity
 // (send time + TTL - SafetyMargin). A renewal that fails with a transient
 // error is retried with short, jittered, capped backoff until the Hold's
 // renew deadline (validity - StopTimeout). It then poisons the Hold and
@@ -35,23 +43,38 @@ import (
 // MarkReleased), aborting a renewal in flight; stop the actor then. It
 // holds one timer at a time, cancelled when it stops or restarts, and no
 // goroutine of its own: a renewal runs on the actor's mailbox goroutine.
-// An Extend message renews at once with a new TTL.
+// An Extend message renews at once with a new TTL; when the store refuses
+// the new TTL as invalid (lease.ErrInvalid, e.g. under its floor), the
+// previous TTL and schedule are kept and the lease is not poisoned.
+//
+// The Props use protoactor's lock-free unbounded mailbox, which is smaller
+// than the default one; a watchdog gets a message per renew period, so the
+// default's throughput buys nothing.
 func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, onEvent func(Event)) *actor.Props {
-	interval := cfg.RenewInterval // normalised against the current TTL every tick
-	log := actorsys.Logger(logger)
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &watchdog{store: store, hold: hold, interval: interval, log: log, onEvent: onEvent}
-	})
+	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger), onEvent: onEvent}
+	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return spec.watchdog() },
+		actor.WithMailbox(watchdogMailbox))
 }
 
-// watchdog is the Watchdog actor. It is kept small: a process may run one
-// per held lock.
-type watchdog struct {
+// watchdogMailbox is the mailbox of every watchdog.
+var watchdogMailbox = actor.UnboundedLockfree()
+
+// watchdogSpec is what a Watchdog is made of, shared by its Props and every
+// incarnation of the actor.
+type watchdogSpec struct {
 	store    lease.Store
 	hold     *Hold
 	interval time.Duration // as configured; 0 means derived from the TTL
 	log      *slog.Logger
 	onEvent  func(Event)
+}
+
+func (s *watchdogSpec) watchdog() *watchdog { return &watchdog{watchdogSpec: s} }
+
+// watchdog is the Watchdog actor. It is kept small: a process may run one
+// per held lock.
+type watchdog struct {
+	*watchdogSpec
 
 	self   *actor.PID
 	system *actor.ActorSystem
@@ -61,6 +84,15 @@ type watchdog struct {
 	fails  int
 	last   error // the last transient renewal error
 	done   bool  // no more renewals: the Hold ended
+	// jitter: the renewal was sent late; the period after it, if it
+	// succeeds, is shortened at random.
+	jitter bool
+
+	// mu guards stopped, which the timer's callback reads: once the actor
+	// is stopping, a callback already under way must not send it a tick,
+	// which would go to dead letters.
+	mu      sync.Mutex
+	stopped bool
 }
 
 // renewTick wakes the watchdog; stale ticks are recognised by w.due.
@@ -95,18 +127,24 @@ func (w *watchdog) Receive(c actor.Context) {
 			w.done = true
 			return
 		}
-		w.arm(time.Until(sent.Add(w.period())))
+		w.arm(sent.Add(w.period()))
 	case renewTick:
-		if w.due.IsZero() || time.Now().Before(w.due) {
+		now := time.Now()
+		if w.due.IsZero() || now.Before(w.due) {
 			return // stale: the timer was re-armed or disarmed since
 		}
+		period := w.period()
+		w.jitter = now.Sub(w.due) > lateBy(period)
 		w.due = time.Time{}
-		w.renew(c)
+		w.renew(c, false)
 	case Extend:
 		w.extend(c, msg)
 	case watchdogSync:
 		close(msg.done)
 	case *actor.Stopping, *actor.Restarting:
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
 		w.disarm()
 	}
 }
@@ -122,10 +160,24 @@ func renewPeriod(interval, ttl time.Duration) time.Duration {
 	return lease.RenewPeriod(c.EffectiveRenewInterval(), ttl)
 }
 
-// arm (re)schedules the single timer to fire after d.
-func (w *watchdog) arm(d time.Duration) {
-	d = max(d, 0)
-	w.due = time.Now().Add(d)
+// jittered returns period shortened by a uniformly random fraction of up
+// to a fifth: in [0.8, 1.0] x period, never longer, so that the watchdog
+// still never sleeps past half the TTL.
+func jittered(period time.Duration) time.Duration {
+	return period - rand.N(period/5+1)
+}
+
+// lateBy is how late a tick must be handled for the renewal to count as
+// late, so that the period after it is jittered: a 500th of the period
+// (10 ms for 5 s), at least 1 ms. A watchdog that is not held up handles
+// its tick well within that.
+func lateBy(period time.Duration) time.Duration { return max(period/500, time.Millisecond) }
+
+// arm (re)schedules the single timer to fire at due, at once if due has
+// passed; how late the tick is handled is measured from due.
+func (w *watchdog) arm(due time.Time) {
+	w.due = due
+	d := max(time.Until(due), 0)
 	if w.timer == nil {
 		w.timer = time.AfterFunc(d, w.fire)
 		return
@@ -133,7 +185,15 @@ func (w *watchdog) arm(d time.Duration) {
 	w.timer.Reset(d)
 }
 
-func (w *watchdog) fire() { w.system.Root.Send(w.self, renewTick{}) }
+// fire is the timer's callback. It sends nothing once the actor is
+// stopping: the tick would be a dead letter.
+func (w *watchdog) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.system.Root.Send(w.self, renewTick{})
+	}
+}
 
 func (w *watchdog) disarm() {
 	w.due = time.Time{}
@@ -143,8 +203,10 @@ func (w *watchdog) disarm() {
 }
 
 // renew sends one renewal and decides what happens next. It returns the
-// renewal's error.
-func (w *watchdog) renew(c actor.Context) error {
+// renewal's error. For an Extend (extending), an answer that the request is
+// invalid is returned without poisoning or re-arming: the caller restores
+// the previous TTL and schedule.
+func (w *watchdog) renew(c actor.Context, extending bool) error {
 	if w.done {
 		return w.hold.Err()
 	}
@@ -164,26 +226,40 @@ func (w *watchdog) renew(c actor.Context) error {
 	}
 	period := renewPeriod(w.interval, l.TTL)
 	// One attempt may take at most a period, and never past the deadline;
-	// the Hold's context aborts it when the Hold ends.
+	// the Hold's end aborts it (beginCall).
 	attemptEnd := sent.Add(period)
 	if deadline.Before(attemptEnd) {
 		attemptEnd = deadline
 	}
-	callCtx, cancel := context.WithDeadline(w.hold.ctx, attemptEnd)
+	callCtx, cancel := context.WithDeadline(context.Background(), attemptEnd)
+	if err := w.hold.beginCall(cancel); err != nil {
+		cancel()
+		w.done = true
+		return err
+	}
 	renewed, err := w.store.Renew(callCtx, l)
+	w.hold.endCall()
 	cancel()
 	if err == nil {
 		w.hold.renewed(renewed, sent)
 		w.fails, w.last = 0, nil
 		w.retry.Reset()
-		w.emit(Renewed{Subject: subject(l), Token: l.Token, Revision: renewed.Revision, TTL: renewed.TTL,
-			ValidUntil: w.hold.ValidUntil()})
-		w.arm(time.Until(sent.Add(period)))
+		if w.onEvent != nil {
+			w.onEvent(Renewed{Subject: subject(l), Token: l.Token, Revision: renewed.Revision, TTL: renewed.TTL,
+				ValidUntil: w.hold.ValidUntil()})
+		}
+		if w.jitter {
+			period, w.jitter = jittered(period), false
+		}
+		w.arm(sent.Add(period))
 		return nil
 	}
 	if w.hold.Err() != nil { // ended while the renewal was in flight: stop quietly
 		w.done = true
 		return w.hold.Err()
+	}
+	if extending && refused(err) {
+		return err
 	}
 	if reason := classify(err); reason != PoisonUnknown {
 		w.poison(c, l, reason, err)
@@ -202,7 +278,7 @@ func (w *watchdog) renew(c actor.Context) error {
 	if w.fails == 1 {
 		w.retry.Policy = retryPolicy(period)
 	}
-	w.arm(min(w.retry.Failed(now), deadline.Sub(now)))
+	w.arm(now.Add(min(w.retry.Failed(now), deadline.Sub(now))))
 	return err
 }
 
@@ -240,9 +316,20 @@ func (w *watchdog) extend(c actor.Context, msg Extend) {
 			res.Err = err
 			break
 		}
+		ttl, due := w.hold.TTL(), w.due
 		w.hold.setTTL(msg.TTL)
 		w.disarm()
-		res.Err = w.renew(c)
+		res.Err = w.renew(c, true)
+		if res.Err != nil && refused(res.Err) && !w.done {
+			// The store refused the TTL (below its floor, say): nothing
+			// was written. Keep the lease as it was, with the previous
+			// TTL, renewed when it was due.
+			w.hold.setTTL(ttl)
+			if due.IsZero() {
+				due = time.Now()
+			}
+			w.arm(due)
+		}
 	}
 	res.Lease, res.ValidUntil = w.hold.Lease(), w.hold.ValidUntil()
 	switch {
@@ -254,6 +341,12 @@ func (w *watchdog) extend(c actor.Context, msg Extend) {
 	case c.Sender() != nil:
 		c.Respond(res)
 	}
+}
+
+// refused reports whether the store refused a renewal as invalid, without
+// writing: for an Extend, that is a refused TTL.
+func refused(err error) bool {
+	return errors.Is(err, lease.ErrInvalid) && classify(err) == PoisonStoreError
 }
 
 func (w *watchdog) emit(ev Event) {

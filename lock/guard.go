@@ -93,8 +93,8 @@ func (g *Guard) Fenced(f *lease.Fence, write func(lease.Token) error) error {
 // lease.ErrLost).
 //
 // A TTL below the store's own floor (natsstore: 1 s) is refused by the
-// store as invalid, which the watchdog treats as a store error: it poisons
-// the guard. Check the floor of your store first.
+// store with an error matching lease.ErrInvalid: the lock is kept, with
+// its previous TTL.
 func (g *Guard) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
 		return &lease.FieldError{Field: "ttl", Reason: "must be positive, got " + ttl.String()}

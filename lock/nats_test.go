@@ -119,10 +119,20 @@ func TestExtendBelowTheStoreFloorOnNATS(t *testing.T) {
 	defer cancel()
 	g, err := l.Acquire(ctx, "res")
 	require.NoError(t, err)
+	before := g.ValidUntil()
+	// The store refuses the TTL (natsstore: under 1 s): the Extend fails,
+	// and the lock is kept with its previous TTL.
 	err = g.Extend(ctx, 500*time.Millisecond)
 	assert.ErrorIs(t, err, lease.ErrInvalid)
-	assert.ErrorIs(t, err, lease.ErrLost)
-	assert.True(t, closed(g.Lost()))
+	assert.NotErrorIs(t, err, lease.ErrLost)
+	assert.False(t, closed(g.Lost()))
+	require.NoError(t, g.Err())
+	assert.Equal(t, 2*time.Second, g.TTL())
+	_, err = g.Token()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return g.ValidUntil().After(before) }, 10*time.Second, 10*time.Millisecond,
+		"still renewed")
+	require.NoError(t, g.Err())
 
 	// The per-lock TTL option, by contrast, is checked by the store at once.
 	_, err = l.TryAcquire(ctx, "other", lock.WithTTL(500*time.Millisecond))
