@@ -194,8 +194,9 @@ const writeTimeout = time.Second
 // workload writes through the fence every o.writeEvery while the lease is
 // held, and returns after o.hold if set, which hands the lease over. valid,
 // when not nil, is asked right before each write whether the lease is still
-// valid by the clock (a lock.Guard's Token); a LeaseSupervisor's function
-// workload has only its context, cancelled by a timer.
+// valid by the clock: a lock.Guard's Token, or a LeaseSupervisor
+// workload's actors.TokenFrom; when nil, the workload reads
+// actors.TokenFrom(ctx).
 func workload(o options, owner string, valid func() error, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
 	return func(ctx context.Context, token lease.Token) error {
 		w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: owner, Token: uint64(token), Start: record.Now()}
@@ -212,8 +213,11 @@ func workload(o options, owner string, valid func() error, log *record.Log, fenc
 		}
 		tick := time.NewTicker(o.writeEvery)
 		defer tick.Stop()
+		if valid == nil {
+			valid = func() error { _, err := actors.TokenFrom(ctx); return err } // checked on the clock
+		}
 		for {
-			if ctx.Err() != nil || (valid != nil && valid() != nil) {
+			if ctx.Err() != nil || valid() != nil {
 				return nil
 			}
 			wctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
