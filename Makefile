@@ -84,7 +84,8 @@ define bench_go
 endef
 
 # bench_prof NAME,FLAGS,PKG,PPROF runs one benchmark once with CPU and memory
-# profiles and keeps their pprof -top (with PPROF options for the CPU one).
+# profiles and keeps their pprof -top (with PPROF options for the CPU one,
+# and, without them, also the -cum view).
 define bench_prof
 	@echo "go test -run='^$$' $(2) -count=1 -cpuprofile $(1).cpu.pprof -memprofile $(1).mem.pprof $(3)" >> $(BENCH_DIR)/commands.txt
 	@$(GO) test -run='^$$' -timeout=30m $(2) -count=1 -cpuprofile $(BENCH_DIR)/prof/$(1).cpu.pprof \
@@ -96,6 +97,8 @@ define bench_prof
 			else cat $$out; exit 1; fi; }
 	@$(GO) tool pprof -top -nodecount=30 $(4) $(BENCH_DIR)/prof/$(1).test $(BENCH_DIR)/prof/$(1).cpu.pprof \
 		> $(BENCH_DIR)/prof/$(1).cpu.top.txt 2>/dev/null
+	$(if $(strip $(4)),,@$(GO) tool pprof -top -cum -nodecount=30 $(BENCH_DIR)/prof/$(1).test $(BENCH_DIR)/prof/$(1).cpu.pprof \
+		> $(BENCH_DIR)/prof/$(1).cpu-cum.top.txt 2>/dev/null)
 	@$(GO) tool pprof -top -nodecount=30 -sample_index=alloc_space $(BENCH_DIR)/prof/$(1).test \
 		$(BENCH_DIR)/prof/$(1).mem.pprof > $(BENCH_DIR)/prof/$(1).mem.top.txt 2>/dev/null
 endef

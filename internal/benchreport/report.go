@@ -2,9 +2,11 @@ package benchreport
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -176,7 +178,76 @@ func (r *report) misses(b *bytes.Buffer) {
 				continue
 			}
 			fmt.Fprintf(b, "\nProfile `%s` (`go tool pprof -top`), top entries:\n\n```\n%s```\n", name, topLines(p, 14))
+			if sum := summarizeTop(p); sum != "" {
+				b.WriteString("\n" + sum + "\n")
+			}
+			if cum, ok := r.in.Profiles[name+"-cum"]; ok {
+				fmt.Fprintf(b, "\nThe same profile by cumulative time (`-cum`), top entries:\n\n```\n%s```\n", topLines(cum, 20))
+			}
 		}
+	}
+}
+
+// summarizeTop groups the flat share of the entries of pprof -top output
+// by package, largest first: "runtime 38.1%, sync 5.0%, ...".
+func summarizeTop(p string) string {
+	shares := map[string]float64{}
+	var total float64
+	n, header := 0, false
+	for line := range strings.SplitSeq(p, "\n") {
+		if strings.Contains(line, "flat%") {
+			header = true
+			continue
+		}
+		f := strings.Fields(line)
+		if !header || len(f) < 6 {
+			continue
+		}
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(f[1], "%"), 64)
+		if err != nil {
+			continue
+		}
+		g := packageGroup(f[5])
+		shares[g] += pct
+		total += pct
+		n++
+	}
+	if n == 0 {
+		return ""
+	}
+	groups := make([]string, 0, len(shares))
+	for g := range shares {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b string) int { return cmp.Compare(shares[b], shares[a]) })
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", g, shares[g]))
+	}
+	return fmt.Sprintf("By package, these %d entries (%.1f%% of the samples, flat) are: %s.", n, total, strings.Join(parts, ", "))
+}
+
+// packageGroup names the part of the program a pprof function name belongs
+// to.
+func packageGroup(fn string) string {
+	switch {
+	case strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "internal/runtime/") || strings.HasPrefix(fn, "aeshash") ||
+		strings.HasPrefix(fn, "indexbyte") || strings.HasPrefix(fn, "memeq"):
+		return "Go runtime (GC, maps, scheduler, timers)"
+	case strings.HasPrefix(fn, "github.com/asterforge/aster"):
+		return "aster"
+	case strings.HasPrefix(fn, "github.com/asynkron/protoactor-go"):
+		return "protoactor-go"
+	case strings.HasPrefix(fn, "github.com/nats-io/nats-server"):
+		return "nats-server"
+	case strings.HasPrefix(fn, "github.com/nats-io/"):
+		return "nats.go"
+	case strings.HasPrefix(fn, "sync") || strings.HasPrefix(fn, "internal/sync"):
+		return "sync"
+	case strings.HasPrefix(fn, "time.") || strings.HasPrefix(fn, "syscall") || strings.HasPrefix(fn, "internal/runtime/syscall"):
+		return "time and syscalls"
+	default:
+		return "other"
 	}
 }
 

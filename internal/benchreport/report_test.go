@@ -205,3 +205,17 @@ func TestTopLines(t *testing.T) {
 	p := "File: a.test\nBuild ID: x\nType: cpu\nTime: now\nShowing nodes\n      flat  flat%   sum%        cum   cum%\n a\n b\n c\n"
 	assert.Equal(t, "Type: cpu\nShowing nodes\n      flat  flat%   sum%        cum   cum%\n a\n b\n", topLines(p, 2))
 }
+
+func TestSummarizeTop(t *testing.T) {
+	p := `Type: cpu
+      flat  flat%   sum%        cum   cum%
+     0.97s  8.64%  8.64%      0.97s  8.64%  runtime.spanClass.sizeclass (inline)
+     0.45s  4.01% 12.64%      0.45s  4.01%  internal/runtime/maps.ctrlGroup.matchH2 (inline)
+     0.37s  3.29% 15.94%      0.52s  4.63%  internal/sync.(*Mutex).Lock
+     0.10s  0.89% 47.28%      0.24s  2.14%  github.com/asynkron/protoactor-go/internal/queue/mpsc.(*Queue).Push
+     0.10s  0.50% 47.28%      0.24s  2.14%  github.com/asterforge/aster/actors.(*watchdog).renew
+`
+	assert.Equal(t, "By package, these 5 entries (17.3% of the samples, flat) are: Go runtime (GC, maps, scheduler, timers) 12.7%, "+
+		"sync 3.3%, protoactor-go 0.9%, aster 0.5%.", summarizeTop(p))
+	assert.Empty(t, summarizeTop("no profile here"))
+}
