@@ -41,6 +41,12 @@ var (
 	// time, typically because the process was paused (SIGSTOP, a long GC or
 	// VM pause) or starved of CPU.
 	ErrRenewDeadline = errors.New("actors: the renew deadline passed before a renewal could be sent")
+
+	// ErrRenewOverran is the error of a poison at the renew deadline while
+	// a renewal was still in flight: the store did not answer in time (a
+	// slow or partitioned server, a starved process), so the Hold was ended
+	// without waiting for it.
+	ErrRenewOverran = errors.New("actors: the renew deadline passed while a renewal was in flight")
 )
 
 // PoisonReason says why a Watchdog gave up a lease.

@@ -88,11 +88,16 @@ type watchdog struct {
 	// succeeds, is shortened at random.
 	jitter bool
 
-	// mu guards stopped, which the timer's callback reads: once the actor
-	// is stopping, a callback already under way must not send it a tick,
-	// which would go to dead letters.
+	// mu guards stopped, inCall and overran, which the timer's callback
+	// reads and writes: once the actor is stopping, a callback already under
+	// way must not send it a tick, which would go to dead letters. While a
+	// renewal is in flight (inCall) the timer is armed at the renew deadline
+	// instead of a tick, and firing poisons the Hold at once, whatever the
+	// store call is doing (overran).
 	mu      sync.Mutex
 	stopped bool
+	inCall  bool
+	overran bool
 }
 
 // renewTick wakes the watchdog; stale ticks are recognised by w.due.
@@ -190,9 +195,38 @@ func (w *watchdog) arm(due time.Time) {
 func (w *watchdog) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.stopped {
+	switch {
+	case w.inCall:
+		// The renew deadline passed with the store call still in flight:
+		// end the Hold now, so that token reads fail and the workload's
+		// context is cancelled before the validity ends. Poison also aborts
+		// the call; the watchdog tells its parent when the call returns.
+		w.overran = w.hold.Poison(PoisonDeadlinePassed, ErrRenewOverran)
+	case !w.stopped:
 		w.system.Root.Send(w.self, renewTick{})
 	}
+}
+
+// call runs one store renewal with the timer armed at deadline, so that the
+// Hold is poisoned at the deadline even if the store does not return in
+// time. It reports whether that happened.
+func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
+	w.mu.Lock()
+	w.inCall, w.overran = true, false
+	w.mu.Unlock()
+	w.due = time.Time{} // a tick already queued is stale
+	if d := max(time.Until(deadline), 0); w.timer == nil {
+		w.timer = time.AfterFunc(d, w.fire)
+	} else {
+		w.timer.Reset(d)
+	}
+	renewed, err = w.store.Renew(ctx, l)
+	w.timer.Stop()
+	w.mu.Lock()
+	overran = w.overran
+	w.inCall, w.overran = false, false
+	w.mu.Unlock()
+	return renewed, overran, err
 }
 
 func (w *watchdog) disarm() {
@@ -237,9 +271,18 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		w.done = true
 		return err
 	}
-	renewed, err := w.store.Renew(callCtx, l)
+	renewed, overran, err := w.call(callCtx, l, deadline)
 	w.hold.endCall()
 	cancel()
+	if overran {
+		if err == nil {
+			w.hold.renewed(renewed, sent) // the revision, for the record; the Hold has ended
+		}
+		w.done = true
+		w.disarm()
+		w.report(c, l, PoisonDeadlinePassed, ErrRenewOverran)
+		return w.hold.Err()
+	}
 	if err == nil {
 		w.hold.renewed(renewed, sent)
 		w.fails, w.last = 0, nil
@@ -296,6 +339,11 @@ func (w *watchdog) poison(c actor.Context, l lease.Lease, reason PoisonReason, e
 	if !w.hold.Poison(reason, err) {
 		return // released (or poisoned) meanwhile: nothing to report
 	}
+	w.report(c, l, reason, err)
+}
+
+// report logs, emits and sends to the parent the poison of the Hold.
+func (w *watchdog) report(c actor.Context, l lease.Lease, reason PoisonReason, err error) {
 	cause := w.hold.Err()
 	w.log.LogAttrs(context.Background(), slog.LevelWarn, "lease poisoned",
 		leaseAttrs(l, slog.String("reason", reason.String()), slog.Any("error", err))...)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -166,5 +167,69 @@ func TestWatchdogJittersAfterALateRenewal(t *testing.T) {
 		assert.Less(t, at[3].Sub(at[2]), 2*time.Second, "after a late renewal, the period is jittered")
 		assert.GreaterOrEqual(t, at[3].Sub(at[2]), 1600*time.Millisecond)
 		assert.Equal(t, 2*time.Second, at[4].Sub(at[3]), "on time again: exactly the period")
+	})
+}
+
+// stuckStore answers renewals only when told to, whatever their context
+// says: a store that overruns its deadline (a starved process, a client
+// stuck in a reconnect).
+type stuckStore struct {
+	lease.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stuckStore) Renew(_ context.Context, l lease.Lease) (lease.Lease, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.Renew(context.Background(), l)
+}
+
+// A renewal that overruns the renew deadline must not hold the poison back:
+// at the deadline the Hold ends and the workload's context is cancelled
+// while the store call is still in flight; the parent hears of it when the
+// call returns.
+func TestWatchdogPoisonsAtTheDeadlineWhileTheStoreOverruns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := lease.Config{LeaseID: "test.overrun", OwnerID: "owner-a", TTL: 10 * time.Second,
+			RenewInterval: 2 * time.Second, SafetyMargin: time.Second, StopTimeout: time.Second}
+		sys := actorsys.New(nil)
+		defer sys.Shutdown()
+		mem := leasetest.NewMemStore()
+		defer mem.Close()
+		start := time.Now()
+		a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.TTL})
+		require.NoError(t, err)
+		hold, err := NewHold(cfg, a.Lease, start)
+		require.NoError(t, err)
+		stuck := &stuckStore{Store: mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
+		poison := make(chan Poison, 1)
+		parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			switch m := c.Message().(type) {
+			case *actor.Started:
+				c.Spawn(WatchdogProps(stuck, hold, cfg, nil, nil))
+			case Poison:
+				poison <- m
+			}
+		}))
+
+		<-stuck.entered // the first renewal, 2 s in, never returns by itself
+		<-hold.Lost()
+		assert.Equal(t, start.Add(8*time.Second), time.Now(), "ended at the renew deadline (TTL - margin - stop)")
+		_, err = hold.Token()
+		require.ErrorIs(t, err, ErrRenewOverran)
+		select {
+		case p := <-poison:
+			t.Fatalf("parent told before the call returned: %+v", p)
+		default:
+		}
+
+		close(stuck.release) // the renewal lands, late
+		p := <-poison
+		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
+		assert.ErrorIs(t, p.Err, ErrRenewOverran)
+		assert.ErrorIs(t, p.Err, lease.ErrLost)
+		require.NoError(t, sys.Root.StopFuture(parent).Wait())
+		time.Sleep(2 * time.Second) // let protoactor's dead-letter throttle end inside the bubble
 	})
 }
