@@ -213,11 +213,12 @@ func workload(o options, owner string, valid func() error, log *record.Log, fenc
 		}
 		tick := time.NewTicker(o.writeEvery)
 		defer tick.Stop()
-		if valid == nil {
-			valid = func() error { _, err := actors.TokenFrom(ctx); return err } // checked on the clock
+		check := valid // per term: valid is shared by every term of this holder
+		if check == nil {
+			check = func() error { _, err := actors.TokenFrom(ctx); return err } // checked on the clock
 		}
 		for {
-			if ctx.Err() != nil || valid() != nil {
+			if ctx.Err() != nil || check() != nil {
 				return nil
 			}
 			wctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
