@@ -9,14 +9,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -90,12 +87,8 @@ func contenderMain(args []string) int {
 	}
 	cfg.urls = strings.Split(urls, ",")
 	log := demo.NewLogger(os.Stderr, !*color)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := demo.ChildContext()
 	defer stop()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin) // EOF: the orchestrator has gone
-		stop()
-	}()
 	if err := runContender(ctx, cfg, log); err != nil {
 		log.Error("contender failed", tint.Err(err))
 		return 1

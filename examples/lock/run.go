@@ -66,8 +66,7 @@ type action struct {
 
 // recorder keeps what the example observes; safe for concurrent use.
 type recorder struct {
-	mu      sync.Mutex
-	changed chan struct{}
+	demo.Board
 	fence   lease.Fence
 	ledger  int
 	hello   map[string]int // name -> pid
@@ -75,8 +74,6 @@ type recorder struct {
 	writes  []writeRec
 	actions []action
 }
-
-func (r *recorder) touch() { close(r.changed); r.changed = make(chan struct{}) }
 
 func (r *recorder) holdFor(token uint64, name string) *hold {
 	h := r.holds[token]
@@ -88,9 +85,9 @@ func (r *recorder) holdFor(token uint64, name string) *hold {
 }
 
 func (r *recorder) write(w writeReq) writeResp {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.touch()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	defer r.Touch()
 	rec := writeRec{req: w, highest: uint64(r.fence.Stats().Highest)}
 	resp := writeResp{Highest: rec.highest}
 	err := r.fence.Do(lease.Token(w.Token), func() error {
@@ -113,9 +110,9 @@ func (r *recorder) write(w writeReq) writeResp {
 }
 
 func (r *recorder) report(rep report) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.touch()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	defer r.Touch()
 	at := time.Unix(0, rep.At)
 	if rep.Kind == reportHello {
 		r.hello[rep.Name] = rep.PID
@@ -144,26 +141,6 @@ func (r *recorder) report(rep report) {
 	}
 }
 
-func (r *recorder) waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		r.mu.Lock()
-		ok, ch := cond(), r.changed
-		r.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
-		}
-	}
-}
-
 // current returns the hold with the highest token that has written, if its
 // job has not ended. r.mu must be held.
 func (r *recorder) current() *hold {
@@ -183,7 +160,7 @@ func (r *recorder) current() *hold {
 // has exited when it returns.
 func run(ctx context.Context, o options) (*summary, error) {
 	log := demo.NewLogger(o.out, !o.color)
-	rec := &recorder{changed: make(chan struct{}), hello: map[string]int{}, holds: map[uint64]*hold{}}
+	rec := &recorder{hello: map[string]int{}, holds: map[uint64]*hold{}}
 	exe := o.exe
 	if exe == "" {
 		var err error
@@ -280,9 +257,9 @@ func run(ctx context.Context, o options) (*summary, error) {
 		mu.Lock()
 		c := kids[name]
 		mu.Unlock()
-		rec.mu.Lock()
+		rec.Mu.Lock()
 		rec.actions = append(rec.actions, action{at: time.Now(), kind: kind, name: name})
-		rec.mu.Unlock()
+		rec.Mu.Unlock()
 		sig := map[string]syscall.Signal{"SIGSTOP": syscall.SIGSTOP, "SIGCONT": syscall.SIGCONT}[kind]
 		return c.Signal(sig)
 	})
@@ -290,12 +267,12 @@ func run(ctx context.Context, o options) (*summary, error) {
 		log.Error("the example did not finish", tint.Err(err))
 	}
 	log.Info("▶ done: stopping the contenders, the holder last")
-	rec.mu.Lock()
+	rec.Mu.Lock()
 	holder := ""
 	if h := rec.current(); h != nil {
 		holder = h.name
 	}
-	rec.mu.Unlock()
+	rec.Mu.Unlock()
 	mu.Lock()
 	for _, last := range []bool{false, true} {
 		var wg sync.WaitGroup
@@ -312,12 +289,12 @@ func run(ctx context.Context, o options) (*summary, error) {
 
 // script lets the contenders take turns, then freezes a holder mid-job.
 func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, signal func(kind, name string) error) error {
-	if err := rec.waitFor(ctx, 20*time.Second, "every contender to connect", func() bool {
+	if err := rec.WaitFor(ctx, 20*time.Second, "every contender to connect", func() bool {
 		return len(rec.hello) == o.contenders
 	}); err != nil {
 		return err
 	}
-	if err := rec.waitFor(ctx, 10*time.Second+o.ttl, "two holders to have written", func() bool {
+	if err := rec.WaitFor(ctx, 10*time.Second+o.ttl, "two holders to have written", func() bool {
 		n := 0
 		for _, h := range rec.holds {
 			if h.accepted > 0 {
@@ -329,7 +306,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sig
 		return err
 	}
 	var frozen *hold
-	if err := rec.waitFor(ctx, 10*time.Second, "a holder in the middle of its job", func() bool {
+	if err := rec.WaitFor(ctx, 10*time.Second, "a holder in the middle of its job", func() bool {
 		if h := rec.current(); h != nil && h.accepted >= 1 && h.accepted < o.steps-1 {
 			frozen = h
 			return true
@@ -343,7 +320,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sig
 	if err := signal("SIGSTOP", name); err != nil {
 		return err
 	}
-	if err := rec.waitFor(ctx, o.ttl+5*time.Second, "another contender to take the lock over", func() bool {
+	if err := rec.WaitFor(ctx, o.ttl+5*time.Second, "another contender to take the lock over", func() bool {
 		for _, h := range rec.holds {
 			if h.token > token && h.accepted > 0 {
 				return true
@@ -357,7 +334,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sig
 	if err := signal("SIGCONT", name); err != nil {
 		return err
 	}
-	if err := rec.waitFor(ctx, 5*time.Second, "the frozen holder's late write", func() bool {
+	if err := rec.WaitFor(ctx, 5*time.Second, "the frozen holder's late write", func() bool {
 		return rec.holds[token].rejected > 0
 	}); err != nil {
 		return err
@@ -377,8 +354,8 @@ type summary struct {
 }
 
 func summarize(r *recorder) *summary {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	s := &summary{increasing: true}
 	for _, h := range r.holds {
 		s.holds = append(s.holds, *h)

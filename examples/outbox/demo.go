@@ -153,7 +153,7 @@ func (d *orchestrator) script(ctx context.Context) error {
 		}
 		first = append(first, name)
 	}
-	if err := rec.waitFor(ctx, 20*time.Second, "every instance to connect", func() bool {
+	if err := rec.WaitFor(ctx, 20*time.Second, "every instance to connect", func() bool {
 		for _, n := range first {
 			if rec.insts[n].owner == "" {
 				return false
@@ -165,7 +165,7 @@ func (d *orchestrator) script(ctx context.Context) error {
 	}
 	// A lease left by an earlier run on an existing deployment expires
 	// within a TTL.
-	if err := rec.waitFor(ctx, o.ttl+10*time.Second, "a first leader", func() bool {
+	if err := rec.WaitFor(ctx, o.ttl+10*time.Second, "a first leader", func() bool {
 		return rec.leaderWroteLocked("")
 	}); err != nil {
 		return err
@@ -189,7 +189,7 @@ func (d *orchestrator) script(ctx context.Context) error {
 		return err
 	}
 	d.log.Info("a new instance replaces the killed one", "inst", name, "replaces", leader)
-	if err := rec.waitFor(ctx, 20*time.Second, name+" to connect", func() bool {
+	if err := rec.WaitFor(ctx, 20*time.Second, name+" to connect", func() bool {
 		return rec.insts[name].owner != ""
 	}); err != nil {
 		return err
@@ -214,12 +214,12 @@ func (d *orchestrator) script(ctx context.Context) error {
 	if err := d.signal(leader, actResume); err != nil {
 		return err
 	}
-	if err := rec.waitFor(ctx, 5*time.Second, "the late write of "+leader+" to reach the fence", func() bool {
+	if err := rec.WaitFor(ctx, 5*time.Second, "the late write of "+leader+" to reach the fence", func() bool {
 		return slices.ContainsFunc(rec.writes, func(w writeRec) bool { return w.req.Inst == leader && w.req.Late })
 	}); err != nil {
 		return err
 	}
-	if err := rec.waitFor(ctx, 5*time.Second, leader+" to stand by again", func() bool {
+	if err := rec.WaitFor(ctx, 5*time.Second, leader+" to stand by again", func() bool {
 		return rec.insts[leader].token == 0
 	}); err != nil {
 		return err
@@ -255,13 +255,13 @@ func (d *orchestrator) step(msg string, args ...any) {
 // through the fence, and logs the handover.
 func (d *orchestrator) waitTakeover(ctx context.Context, old string, timeout time.Duration) error {
 	rec := d.rec
-	err := rec.waitFor(ctx, timeout, "a standby to take over from "+old, func() bool {
+	err := rec.WaitFor(ctx, timeout, "a standby to take over from "+old, func() bool {
 		return rec.leaderWroteLocked(old)
 	})
 	if err != nil {
 		return err
 	}
-	rec.mu.Lock()
+	rec.Mu.Lock()
 	name, token := rec.leaderLocked()
 	t := rec.terms[token]
 	var trigger time.Time
@@ -270,7 +270,7 @@ func (d *orchestrator) waitTakeover(ctx context.Context, old string, timeout tim
 			trigger = a.at
 		}
 	}
-	rec.mu.Unlock()
+	rec.Mu.Unlock()
 	d.log.Info("handover done", "from", old, "to", name, "token", token,
 		"acquired_after", round(t.acquired.Sub(trigger)), "first_write_after", round(t.firstAt.Sub(trigger)))
 	return nil

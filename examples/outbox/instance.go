@@ -13,10 +13,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -81,12 +79,8 @@ func instanceMain(args []string) int {
 	}
 	log := demo.NewLogger(os.Stderr, !*color)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := demo.ChildContext()
 	defer stop()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin) // EOF: the orchestrator has gone
-		stop()
-	}()
 	if err := runInstance(ctx, cfg, log); err != nil {
 		log.Error("instance failed", tint.Err(err))
 		return 1

@@ -3,12 +3,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -41,8 +40,7 @@ const (
 type recorder struct {
 	start time.Time
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change
+	demo.Board
 	fence   lease.Fence
 	insts   map[string]*instState
 	names   []string          // in start order
@@ -103,56 +101,27 @@ type action struct {
 func newRecorder() *recorder {
 	return &recorder{
 		start:   time.Now(),
-		changed: make(chan struct{}),
 		insts:   map[string]*instState{},
 		byOwner: map[string]string{},
 		terms:   map[uint64]*term{},
 	}
 }
 
-// touch wakes every waiter. r.mu must be held.
-func (r *recorder) touch() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// waitFor waits until cond, evaluated under the recorder's lock, holds, at
-// most timeout. It returns an error naming what when it does not.
-func (r *recorder) waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		r.mu.Lock()
-		ok, ch := cond(), r.changed
-		r.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
-		}
-	}
-}
-
 // started records an instance process just started.
 func (r *recorder) started(name string, pid int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	r.insts[name] = &instState{name: name, pid: pid, state: stateStarting, since: time.Now()}
 	r.names = append(r.names, name)
 	r.actions = append(r.actions, action{at: time.Now(), kind: actStart, inst: name})
-	r.touch()
+	r.Touch()
 }
 
 // act records a signal the script sent to an instance, with the token it
 // held then.
 func (r *recorder) act(kind, name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	a := action{at: time.Now(), kind: kind, inst: name}
 	if in := r.insts[name]; in != nil {
 		a.token = in.token
@@ -176,25 +145,25 @@ func (r *recorder) act(kind, name string) {
 		in.since = a.at
 	}
 	r.actions = append(r.actions, a)
-	r.touch()
+	r.Touch()
 }
 
 // exited records that an instance process has exited.
 func (r *recorder) exited(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	if in := r.insts[name]; in != nil && in.state != stateKilled {
 		in.state, in.since = stateExited, time.Now()
 	}
-	r.touch()
+	r.Touch()
 }
 
 // report records what an instance said, and returns a line worth logging,
 // if any.
 func (r *recorder) report(rep report) (line string, attrs []any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.touch()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	defer r.Touch()
 	in := r.insts[rep.Inst]
 	if in == nil {
 		r.dropped++
@@ -282,9 +251,9 @@ func (r *recorder) sinceLastEnd(at time.Time) string {
 
 // write offers w to the fenced outbox and records the verdict.
 func (r *recorder) write(w writeReq) (writeResp, []any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.touch()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	defer r.Touch()
 	rec := writeRec{req: w, highest: uint64(r.fence.Stats().Highest)}
 	err := r.fence.Do(lease.Token(w.Token), func() error {
 		r.outbox++
@@ -309,16 +278,16 @@ func (r *recorder) write(w writeReq) (writeResp, []any) {
 
 // observed records what the orchestrator's watch of the lease key saw.
 func (r *recorder) observed(ev lease.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	r.watch = append(r.watch, watchRec{at: time.Now(), ev: ev})
-	r.touch()
+	r.Touch()
 }
 
 // leader returns the instance that leads and its token, if any.
 func (r *recorder) leader() (name string, token uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	return r.leaderLocked()
 }
 
@@ -344,8 +313,8 @@ func (r *recorder) leaderWroteLocked(except string) bool {
 
 // status is the live status line.
 func (r *recorder) status() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	leader := "no leader"
 	if n, tok := r.leaderLocked(); n != "" {
 		leader = fmt.Sprintf("leader %s token %d for %v", n, tok, round(time.Since(r.insts[n].since)).Truncate(100*time.Millisecond))

@@ -66,8 +66,8 @@ var actionKind = map[string]string{actKill: "crash", actPause: "pause", actStop:
 
 // summarize computes the summary. Call it once every instance has stopped.
 func summarize(r *recorder, o options) *summary {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
 	s := &summary{TTL: o.ttl, Elapsed: time.Since(r.start), Accepted: map[uint64]int{}, Increasing: true}
 	terms := r.sortedTerms()
 	s.Terms = len(terms)
