@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -190,56 +189,29 @@ func work(ctx context.Context, hub *hubClient, log *slog.Logger, token lease.Tok
 // reporter sends reports to the orchestrator in order, from a goroutine of
 // its own: event hooks must not block.
 type reporter struct {
-	hub  *hubClient
-	mu   sync.Mutex
-	ch   chan report
-	shut bool
-	done chan struct{}
+	hub *hubClient
+	q   *demo.Queue[report]
 }
 
 func newReporter(hub *hubClient) *reporter {
-	r := &reporter{hub: hub, ch: make(chan report, 1024), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for rep := range r.ch {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = r.hub.post(ctx, "/report", rep, nil)
-			cancel()
-		}
-	}()
-	return r
+	return &reporter{hub: hub, q: demo.NewQueue(1024, func(rep report) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = hub.post(ctx, "/report", rep, nil)
+		cancel()
+	})}
 }
 
+// send queues rep, stamped now, unless the queue is full or closed.
 func (r *reporter) send(rep report) {
 	rep.Name = r.hub.name
 	if rep.At == 0 {
 		rep.At = time.Now().UnixNano()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.shut {
-		return
-	}
-	select {
-	case r.ch <- rep:
-	default:
-	}
+	r.q.Send(rep)
 }
 
-func (r *reporter) close(timeout time.Duration) {
-	r.mu.Lock()
-	if !r.shut {
-		r.shut = true
-		close(r.ch)
-	}
-	r.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-r.done:
-	case <-t.C:
-	}
-}
+// close sends what is queued, waiting at most timeout.
+func (r *reporter) close(timeout time.Duration) { r.q.Close(timeout) }
 
 // event is the Locker's event hook.
 func (r *reporter) event(ev actors.Event) {

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,34 +219,22 @@ func (d *dispatcher) lateWrite(token uint64) {
 // reporter sends an instance's reports to the orchestrator, in order, from
 // a goroutine of its own: lease event hooks must not block.
 type reporter struct {
-	hub  *hubClient
-	d    *dispatcher
-	log  *slog.Logger
-	mu   sync.Mutex
-	ch   chan report
-	shut bool
-	done chan struct{}
+	hub *hubClient
+	q   *demo.Queue[report]
 }
 
 func newReporter(hub *hubClient, d *dispatcher, log *slog.Logger) *reporter {
-	r := &reporter{hub: hub, d: d, log: log, ch: make(chan report, 1024), done: make(chan struct{})}
-	go r.loop()
-	return r
-}
-
-func (r *reporter) loop() {
-	defer close(r.done)
-	for rep := range r.ch {
+	return &reporter{hub: hub, q: demo.NewQueue(1024, func(rep report) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := r.hub.report(ctx, rep)
+		err := hub.report(ctx, rep)
 		cancel()
 		if err != nil {
-			r.log.Debug("report not delivered", "kind", rep.Kind, tint.Err(err))
+			log.Debug("report not delivered", "kind", rep.Kind, tint.Err(err))
 		}
 		if rep.Kind == reportPoisoned {
-			r.d.lateWrite(rep.Token)
+			d.lateWrite(rep.Token)
 		}
-	}
+	})}
 }
 
 // send queues rep, stamped now, unless the queue is full or closed.
@@ -255,32 +242,13 @@ func (r *reporter) send(rep report) {
 	if rep.At == 0 {
 		rep.At = time.Now().UnixNano()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.shut {
-		return
-	}
-	select {
-	case r.ch <- rep:
-	default:
-	}
+	r.q.Send(rep)
 }
 
 // close sends what is queued, waiting at most timeout.
 func (r *reporter) close(timeout time.Duration) {
 	r.send(report{Kind: reportBye})
-	r.mu.Lock()
-	if !r.shut {
-		r.shut = true
-		close(r.ch)
-	}
-	r.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-r.done:
-	case <-t.C:
-	}
+	r.q.Close(timeout)
 }
 
 // event is the LeaseSupervisor's event hook.
