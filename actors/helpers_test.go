@@ -121,3 +121,31 @@ func (r *watchdogRig) held() bool {
 	owner, _, ok := r.mem.Holder(r.cfg.LeaseID)
 	return ok && owner == r.cfg.OwnerID
 }
+
+// lonelyWatchdog runs a Watchdog over store for a lease acquired in mem at
+// sent, under a parent that forwards its Poison messages. It is for tests
+// that need a Hold with a chosen send time or a store of their own; stop
+// ends it inside the bubble.
+func lonelyWatchdog(t *testing.T, cfg lease.Config, mem *leasetest.MemStore, store lease.Store, sent time.Time) (
+	hold *Hold, poison <-chan Poison, stop func()) {
+	t.Helper()
+	sys := actorsys.New(nil)
+	a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.TTL})
+	require.NoError(t, err)
+	hold, err = NewHold(cfg, a.Lease, sent)
+	require.NoError(t, err)
+	ch := make(chan Poison, 1)
+	parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			c.Spawn(WatchdogProps(store, hold, cfg, nil, nil))
+		case Poison:
+			ch <- m
+		}
+	}))
+	return hold, ch, func() {
+		require.NoError(t, sys.Root.StopFuture(parent).Wait())
+		time.Sleep(2 * time.Second) // let protoactor's dead-letter throttle end inside the bubble
+		sys.Shutdown()
+	}
+}

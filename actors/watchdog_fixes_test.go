@@ -193,30 +193,16 @@ func TestWatchdogPoisonsAtTheDeadlineWhileTheStoreOverruns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lease.Config{LeaseID: "test.overrun", OwnerID: "owner-a", TTL: 10 * time.Second,
 			RenewInterval: 2 * time.Second, SafetyMargin: time.Second, StopTimeout: time.Second}
-		sys := actorsys.New(nil)
-		defer sys.Shutdown()
 		mem := leasetest.NewMemStore()
 		defer mem.Close()
 		start := time.Now()
-		a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.TTL})
-		require.NoError(t, err)
-		hold, err := NewHold(cfg, a.Lease, start)
-		require.NoError(t, err)
 		stuck := &stuckStore{Store: mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
-		poison := make(chan Poison, 1)
-		parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			switch m := c.Message().(type) {
-			case *actor.Started:
-				c.Spawn(WatchdogProps(stuck, hold, cfg, nil, nil))
-			case Poison:
-				poison <- m
-			}
-		}))
+		hold, poison, stop := lonelyWatchdog(t, cfg, mem, stuck, start)
 
 		<-stuck.entered // the first renewal, 2 s in, never returns by itself
 		<-hold.Lost()
 		assert.Equal(t, start.Add(8*time.Second), time.Now(), "ended at the renew deadline (TTL - margin - stop)")
-		_, err = hold.Token()
+		_, err := hold.Token()
 		require.ErrorIs(t, err, ErrRenewOverran)
 		select {
 		case p := <-poison:
@@ -229,7 +215,6 @@ func TestWatchdogPoisonsAtTheDeadlineWhileTheStoreOverruns(t *testing.T) {
 		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
 		assert.ErrorIs(t, p.Err, ErrRenewOverran)
 		assert.ErrorIs(t, p.Err, lease.ErrLost)
-		require.NoError(t, sys.Root.StopFuture(parent).Wait())
-		time.Sleep(2 * time.Second) // let protoactor's dead-letter throttle end inside the bubble
+		stop()
 	})
 }

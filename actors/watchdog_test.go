@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"github.com/asynkron/protoactor-go/actor"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 )
@@ -314,30 +312,15 @@ func TestWatchdogPausedPastTheDeadlinePoisonsWithACause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := lease.Config{LeaseID: "test.paused", OwnerID: "owner-a", TTL: 10 * time.Second,
 			RenewInterval: 2 * time.Second, SafetyMargin: time.Second, StopTimeout: time.Second}
-		sys := actorsys.New(nil)
-		defer sys.Shutdown()
 		mem := leasetest.NewMemStore()
 		defer mem.Close()
-		a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.TTL})
-		require.NoError(t, err)
 		// The acquisition was sent 8.5 s ago: its renew deadline (8 s after
 		// it) passed before the watchdog first ran, as after a pause.
-		hold, err := NewHold(cfg, a.Lease, time.Now().Add(-8500*time.Millisecond))
-		require.NoError(t, err)
-		poison := make(chan Poison, 1)
-		parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			switch m := c.Message().(type) {
-			case *actor.Started:
-				c.Spawn(WatchdogProps(mem, hold, cfg, nil, nil))
-			case Poison:
-				poison <- m
-			}
-		}))
+		_, poison, stop := lonelyWatchdog(t, cfg, mem, mem, time.Now().Add(-8500*time.Millisecond))
 		p := <-poison
 		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
 		assert.ErrorIs(t, p.Err, ErrRenewDeadline)
 		assert.ErrorIs(t, p.Err, lease.ErrLost)
-		require.NoError(t, sys.Root.StopFuture(parent).Wait())
-		time.Sleep(2 * time.Second) // let protoactor's dead-letter throttle end inside the bubble
+		stop()
 	})
 }
