@@ -5,13 +5,14 @@ package main
 import (
 	"bytes"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/examples/internal/demo"
 )
 
 // TestMain runs this test binary as a contender when the example under
@@ -23,25 +24,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRun(t *testing.T) {
-	out := &syncBuffer{}
+	out := &demo.Buffer{}
 	o := options{contenders: 3, ttl: time.Second, steps: defaultSteps, step: 50 * time.Millisecond, out: out}
 	start := time.Now()
 	sum, err := run(t.Context(), o)

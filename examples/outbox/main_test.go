@@ -8,7 +8,6 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/examples/internal/demo"
 
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/natsstore"
@@ -30,27 +31,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testOptions is the demo with a TTL of 1 s and short pauses: the whole
 // script, faster.
-func testOptions(out *syncBuffer) options {
+func testOptions(out *demo.Buffer) options {
 	return options{
 		instances: 3, ttl: time.Second, bucket: defaultBucket, leaseID: defaultLeaseID,
 		settle: 300 * time.Millisecond, interval: 50 * time.Millisecond, out: out,
@@ -58,7 +41,7 @@ func testOptions(out *syncBuffer) options {
 }
 
 // runDemo runs the demo and checks what every run must show.
-func runDemo(t *testing.T, o options, out *syncBuffer) *summary {
+func runDemo(t *testing.T, o options, out *demo.Buffer) *summary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -102,7 +85,7 @@ func runDemo(t *testing.T, o options, out *syncBuffer) *summary {
 // TestDemo runs the whole demo, as make run does, on an embedded server.
 func TestDemo(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &demo.Buffer{}
 	runDemo(t, testOptions(out), out)
 	assertNoInstanceLeft(t, out.String())
 }
@@ -112,7 +95,7 @@ func TestDemo(t *testing.T) {
 func TestDemoExistingDeployment(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t, natstest.WithUser("demo", "s3cret"))
-	out := &syncBuffer{}
+	out := &demo.Buffer{}
 	o := testOptions(out)
 	o.bucket = "aster_demo_auth"
 	o.dial = natsstore.DialOptions{URLs: []string{srv.ClientURL()}, User: "demo", Password: "s3cret"}
@@ -125,7 +108,7 @@ func TestDemoExistingDeployment(t *testing.T) {
 func TestDemoWrongPassword(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t, natstest.WithUser("demo", "s3cret"))
-	out := &syncBuffer{}
+	out := &demo.Buffer{}
 	o := testOptions(out)
 	o.dial = natsstore.DialOptions{URLs: []string{srv.ClientURL()}, User: "demo", Password: "wrong"}
 	start := time.Now()
@@ -140,7 +123,7 @@ func TestDemoWrongPassword(t *testing.T) {
 // returns promptly, and every instance has exited.
 func TestDemoInterrupted(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &demo.Buffer{}
 	o := testOptions(out)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	go func() {
