@@ -31,6 +31,11 @@ var (
 	// renewed nor released for it: it expires at the store.
 	ErrWorkloadStuck = errors.New("actors: workload did not stop in time")
 
+	// ErrRunning is returned by LeaseSupervisor.Run while another Run of
+	// the same LeaseSupervisor is under way: one LeaseSupervisor is one
+	// candidate.
+	ErrRunning = errors.New("actors: the lease supervisor is already running")
+
 	// ErrTooManyRestarts is the reason a LeaseSupervisor escalates to its
 	// parent (and Run returns) after more restarts within a period than its
 	// RestartPolicy allows.

@@ -25,7 +25,7 @@ func ExampleWatchdogProps() {
 
 	cfg := lease.Config{LeaseID: "orders.42", OwnerID: lease.NewOwnerID(), TTL: 10 * time.Second}
 	sent := time.Now() // before the request: validity counts from here
-	acq, err := store.Acquire(ctx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.TTL})
+	acq, err := store.Acquire(ctx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.TTL})
 	if err != nil || !acq.Acquired {
 		fmt.Println("not acquired", err)
 		return

@@ -87,7 +87,7 @@ func newWatchdogRig(t *testing.T, cfg lease.Config) *watchdogRig {
 	}
 	r.faults = leasetest.NewFaultStore(r.mem)
 	sent := time.Now()
-	a, err := r.mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.EffectiveTTL()})
+	a, err := r.mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.EffectiveTTL()})
 	require.NoError(t, err)
 	require.True(t, a.Acquired)
 	r.hold, err = NewHold(cfg, a.Lease, sent)
@@ -118,8 +118,8 @@ func (r *watchdogRig) close() {
 
 // held reports whether the store still has the rig's lease.
 func (r *watchdogRig) held() bool {
-	owner, _, ok := r.mem.Holder(r.cfg.LeaseID)
-	return ok && owner == r.cfg.OwnerID
+	h, _, ok := r.mem.Holder(r.cfg.LeaseID)
+	return ok && h.OwnerID == r.cfg.OwnerID
 }
 
 // lonelyWatchdog runs a Watchdog over store for a lease acquired in mem at
@@ -130,7 +130,7 @@ func lonelyWatchdog(t *testing.T, cfg lease.Config, mem *leasetest.MemStore, sto
 	hold *Hold, poison <-chan Poison, stop func()) {
 	t.Helper()
 	sys := actorsys.New(nil)
-	a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.TTL})
+	a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.TTL})
 	require.NoError(t, err)
 	hold, err = NewHold(cfg, a.Lease, sent)
 	require.NoError(t, err)

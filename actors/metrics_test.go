@@ -54,7 +54,9 @@ func TestSupervisorCounters(t *testing.T) {
 		r.faults.FailRenewals(2)
 		time.Sleep(2 * time.Second) // two failures, then a renewal
 		r.faults.LoseRenewals(1)
-		time.Sleep(5 * time.Second) // lost, then acquired again
+		// Lost (the store still holds the old term's key, which no other
+		// term may take), then acquired again once that key expired.
+		time.Sleep(12 * time.Second)
 		require.NoError(t, run.stop())
 
 		got := collect(t, reader)

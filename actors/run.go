@@ -17,6 +17,9 @@ import (
 // workload is cancelled with ErrShutdown and stopped, the lease released)
 // and returns when everything it started has stopped.
 //
+// A LeaseSupervisor is one candidate: a call of Run while another runs
+// returns ErrRunning at once.
+//
 // It returns nil after a clean shutdown. It returns early, after the same
 // shutdown, with the escalated error when the supervisor gives up: one
 // matching ErrTooManyRestarts, or a store error that retrying cannot fix
@@ -25,6 +28,10 @@ import (
 // ignores its context is the one thing Run cannot stop, and may still be
 // running.
 func (s *LeaseSupervisor) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer s.running.Store(false)
 	sys := actorsys.New(s.cfg.Logger)
 	defer sys.Shutdown()
 

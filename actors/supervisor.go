@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -46,8 +47,9 @@ type LeaseSupervisor struct {
 	cfg     SupervisorConfig
 	log     *slog.Logger
 	metrics *metrics
-	notify  func(Event) // Run's own observer, or nil
-	rand    *rand.Rand  // the restart backoff's source in tests; nil means the global one
+	notify  func(Event)  // Run's own observer, or nil
+	rand    *rand.Rand   // the restart backoff's source in tests; nil means the global one
+	running *atomic.Bool // a Run is under way; shared by Run's copy
 }
 
 // NewLeaseSupervisor validates cfg and returns a LeaseSupervisor. Errors
@@ -60,7 +62,7 @@ func NewLeaseSupervisor(cfg SupervisorConfig) (*LeaseSupervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &LeaseSupervisor{cfg: cfg, log: actorsys.Logger(cfg.Logger), metrics: m}, nil
+	return &LeaseSupervisor{cfg: cfg, log: actorsys.Logger(cfg.Logger), metrics: m, running: new(atomic.Bool)}, nil
 }
 
 // Props returns the Props of the supervisor actor. The actor supervises its
@@ -134,6 +136,10 @@ type supervisor struct {
 
 	owner     string // the other owner last seen in standby
 	seenOther bool   // another owner was seen since the last term
+	// claimTerm is the term identity of the next term: fresh after every
+	// term, and kept across the attempts of one standby period, so that an
+	// attempt whose outcome was unknown is recognised by the next.
+	claimTerm string
 
 	termSeq uint64
 	term    *term
@@ -187,6 +193,7 @@ func (s *supervisor) Receive(c actor.Context) {
 	case *actor.Started:
 		s.self, s.system = c.Self(), c.ActorSystem()
 		s.backoff.Policy, s.backoff.Rand = s.s.cfg.Restart.backoff(), s.s.rand
+		s.claimTerm = lease.NewTerm()
 		s.standby(c)
 	case supervisorTick:
 		if s.due.IsZero() || time.Now().Before(s.due) {
@@ -207,8 +214,8 @@ func (s *supervisor) Receive(c actor.Context) {
 		case lease.EventFree:
 			s.tryAcquire(c)
 		case lease.EventHeld:
-			if msg.ev.Owner != s.s.cfg.Lease.OwnerID {
-				s.sawOwner(msg.ev.Owner)
+			if msg.ev.Holder.Term != s.claimTerm {
+				s.sawOwner(msg.ev.Holder.OwnerID)
 			}
 		}
 	case watchEnded:
@@ -287,7 +294,8 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	}
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.s.opTimeout())
-	a, err := cfg.Store.Acquire(ctx, lease.Claim{LeaseID: cfg.Lease.LeaseID, OwnerID: cfg.Lease.OwnerID, TTL: cfg.Lease.EffectiveTTL()})
+	a, err := cfg.Store.Acquire(ctx, lease.Claim{LeaseID: cfg.Lease.LeaseID, OwnerID: cfg.Lease.OwnerID,
+		Term: s.claimTerm, TTL: cfg.Lease.EffectiveTTL()})
 	cancel()
 	switch {
 	case err != nil && fatalStoreError(err):
@@ -297,7 +305,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 		s.s.logAttrs(slog.LevelWarn, "lease acquisition failed; retrying", 0, slog.Any("error", err))
 		s.arm(s.s.retryDelay())
 	case !a.Acquired:
-		s.sawOwner(a.Owner)
+		s.sawOwner(a.Holder.OwnerID)
 		s.arm(s.s.retryDelay())
 	default:
 		s.lead(c, a.Lease, sent)
@@ -306,7 +314,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 
 // sawOwner records the owner seen in standby and reports a change.
 func (s *supervisor) sawOwner(owner string) {
-	if owner != "" {
+	if owner != "" && owner != s.s.cfg.Lease.OwnerID { // not an earlier term of this instance
 		s.seenOther = true
 	}
 	if owner == s.owner {
@@ -331,6 +339,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 		return
 	}
 	s.termSeq++
+	s.claimTerm = lease.NewTerm() // the next term has an identity of its own
 	t := &term{id: s.termSeq, hold: hold, token: l.Token}
 	t.ctx, t.cancel = context.WithCancelCause(hold.Context())
 	t.dog = c.Spawn(WatchdogProps(cfg.Store, hold, cfg.Lease, cfg.Logger, s.s.emit))
@@ -349,15 +358,33 @@ func (s *supervisor) stopBudget(t *term) time.Duration {
 	return max(min(s.s.cfg.Lease.EffectiveStopTimeout(), time.Until(t.hold.ValidUntil())), 0)
 }
 
-// lost ends a term whose Hold was poisoned.
+// lost ends a term whose Hold was poisoned. Once the workload has stopped,
+// the lease is given back if it may still be ours: with every term its own
+// identity, nobody (this supervisor's next term included) could take it
+// before it expires.
 func (s *supervisor) lost(c actor.Context, cause error) {
 	t := s.term
 	s.term = nil
 	budget := s.stopBudget(t)
 	stopped := t.work.stop(c, budget, false) // its context was cancelled with the Hold's cause
-	c.Stop(t.dog)
 	if !stopped {
+		c.Stop(t.dog)
 		s.stuckWorkload(t, budget)
+		s.restart(c, cause)
+		return
+	}
+	stopAndWait(c.ActorSystem(), c.Stop, t.dog, s.s.cfg.Lease.EffectiveStopTimeout())
+	var lost *LostError
+	if errors.As(t.hold.Err(), &lost) && lost.Reason != PoisonLost && time.Now().Before(t.hold.ValidUntil()) {
+		ctx, cancel := context.WithDeadline(context.Background(), t.hold.ValidUntil())
+		ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
+		err := s.s.cfg.Store.Release(ctx, t.hold.Lease())
+		cancel2()
+		cancel()
+		if err == nil {
+			s.s.logAttrs(slog.LevelInfo, "lease released after its workload stopped", t.token)
+			s.s.emit(Released{Subject: s.s.subject(), Token: t.token})
+		}
 	}
 	s.restart(c, cause)
 }

@@ -47,8 +47,8 @@ func (r *supRig) supervisor(t *testing.T, cfg SupervisorConfig) *LeaseSupervisor
 
 // holder returns the current owner at the store, or "".
 func (r *supRig) holder() string {
-	owner, _, _ := r.mem.Holder(testLease)
-	return owner
+	h, _, _ := r.mem.Holder(testLease)
+	return h.OwnerID
 }
 
 // drainDeadLetters waits, in virtual time, for protoactor's dead-letter

@@ -25,7 +25,7 @@ func BenchmarkWatchdogFootprint(b *testing.B) {
 	cfg := lease.Config{TTL: time.Hour} // no renewal during the measurement
 	leases := make([]lease.Lease, n)
 	for i := range leases {
-		a, err := store.Acquire(b.Context(), lease.Claim{LeaseID: fmt.Sprintf("bench.%d", i), OwnerID: "owner", TTL: cfg.TTL})
+		a, err := store.Acquire(b.Context(), lease.Claim{LeaseID: fmt.Sprintf("bench.%d", i), OwnerID: "owner", Term: "term-owner", TTL: cfg.TTL})
 		if err != nil || !a.Acquired {
 			b.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func settle() {
 // BenchmarkHoldToken measures the token read a workload makes before each
 // fenced write.
 func BenchmarkHoldToken(b *testing.B) {
-	l := lease.Lease{ID: "bench", OwnerID: "owner", Token: 7, TTL: time.Hour, Revision: 7}
+	l := lease.Lease{ID: "bench", OwnerID: "owner", Term: "t", Token: 7, TTL: time.Hour, Revision: 7}
 	h, err := NewHold(lease.Config{}, l, time.Now())
 	if err != nil {
 		b.Fatal(err)
@@ -98,7 +98,7 @@ func BenchmarkWatchdogRenewal(b *testing.B) {
 	store := leasetest.NewMemStore()
 	defer store.Close()
 	cfg := lease.Config{TTL: time.Hour}
-	a, err := store.Acquire(b.Context(), lease.Claim{LeaseID: "bench", OwnerID: "owner", TTL: cfg.TTL})
+	a, err := store.Acquire(b.Context(), lease.Claim{LeaseID: "bench", OwnerID: "owner", Term: "term-owner", TTL: cfg.TTL})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -257,7 +257,7 @@ func TestWatchdogTimerCancelledOnStop(t *testing.T) {
 }
 
 func TestHoldValidation(t *testing.T) {
-	l := lease.Lease{ID: "x", OwnerID: "o", Token: 5, TTL: time.Second, Revision: 5}
+	l := lease.Lease{ID: "x", OwnerID: "o", Term: "t", Token: 5, TTL: time.Second, Revision: 5}
 	_, err := NewHold(lease.Config{}, l, time.Now())
 	require.NoError(t, err)
 	_, err = NewHold(lease.Config{SafetyMargin: 2 * time.Second}, l, time.Now())

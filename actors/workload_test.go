@@ -129,8 +129,10 @@ func TestTreeWorkload(t *testing.T) {
 		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
 		run := start(r.supervisor(t, cfg))
 		synctest.Wait()
-		r.faults.LoseRenewals(1) // lost at 2 s; back after a 1 s backoff at most
-		time.Sleep(10 * time.Second)
+		// Lost at 2 s; the old term's key, which no other term may take,
+		// expires at 10 s; leading again right after.
+		r.faults.LoseRenewals(1)
+		time.Sleep(13 * time.Second)
 		require.NoError(t, run.stop())
 
 		acquired, _ := all[Acquired](r.rec)

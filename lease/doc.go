@@ -13,13 +13,25 @@
 // runs out, and releases it with a compare-and-swap when it is done. While
 // another owner holds it, Acquire answers with the current owner instead.
 //
+// # Owners and terms
+//
+// Claim.OwnerID names the instance that asks, for people (a pod name, or
+// NewOwnerID). Claim.Term identifies one tenure: each acquisition a
+// supervisor starts, each lock guard, draws a fresh one with NewTerm. Stores
+// tell holders apart by term, never by OwnerID: a lease held by another
+// term is held, even when both terms carry the same OwnerID (two supervisors
+// in one process, two processes configured with one pod name). An Acquire
+// whose outcome was unknown is retried with the same Term, and the store
+// recognises its own write by it.
+//
 // # Fencing tokens
 //
 // Every acquisition yields a Token that is strictly greater than the token of
 // every earlier acquisition of the same lease, across owners, releases,
-// expiries and store restarts. A token does not change on renewal. Give it to
-// every downstream write and let the downstream system reject writes whose
-// token is lower than the highest it has seen (see Fence): a paused or
+// expiries and store restarts. A token does not change on renewal. Give it,
+// with its term (a Tenure), to every downstream write, and let the
+// downstream system reject writes whose token is lower than the highest it
+// has seen, or equal to it from another term (see Fence): a paused or
 // partitioned former owner can then never overwrite a newer owner's work.
 //
 // # Validity

@@ -19,21 +19,22 @@ func Example() {
 	store := leasetest.NewMemStore()
 	defer store.Close()
 
-	claim := lease.Claim{LeaseID: "billing.outbox", OwnerID: "instance-a", TTL: 10 * time.Second}
+	claim := lease.Claim{LeaseID: "billing.outbox", OwnerID: "instance-a", Term: lease.NewTerm(), TTL: 10 * time.Second}
 	a, err := store.Acquire(ctx, claim)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("a acquired:", a.Acquired, "token", a.Lease.Token)
 
-	b, _ := store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "instance-b", TTL: 10 * time.Second})
-	fmt.Println("b acquired:", b.Acquired, "owner", b.Owner)
+	bClaim := lease.Claim{LeaseID: "billing.outbox", OwnerID: "instance-b", Term: lease.NewTerm(), TTL: 10 * time.Second}
+	b, _ := store.Acquire(ctx, bClaim)
+	fmt.Println("b acquired:", b.Acquired, "owner", b.Holder.OwnerID)
 
 	held, _ := store.Renew(ctx, a.Lease) // the token stays, the revision moves
 	fmt.Println("a renewed: token", held.Token, "revision", held.Revision)
 	_ = store.Release(ctx, held)
 
-	b, _ = store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "instance-b", TTL: 10 * time.Second})
+	b, _ = store.Acquire(ctx, bClaim)
 	fmt.Println("b acquired:", b.Acquired, "token", b.Lease.Token)
 
 	// A release with an old revision changes nothing: it can never delete
@@ -50,15 +51,18 @@ func Example() {
 }
 
 // A Fence guards a downstream resource: it admits a write only if its token
-// is at least the highest it has admitted, so a former owner that still
-// believes it holds the lease (paused, partitioned) is turned away.
+// is above the highest it has admitted, or equal to it from the same term,
+// so a former owner that still believes it holds the lease (paused,
+// partitioned) is turned away.
 func ExampleFence() {
 	var fence lease.Fence // the zero Fence is ready to use
+	first := lease.Tenure{Token: 7, Term: "a1"}
+	second := lease.Tenure{Token: 12, Term: "b1"}
 
-	fmt.Println(fence.Admit(7))  // the first owner writes
-	fmt.Println(fence.Admit(7))  // and again
-	fmt.Println(fence.Admit(12)) // a newer owner writes
-	err := fence.Admit(7)        // the first owner, thawed, tries again
+	fmt.Println(fence.Admit(first))  // the first owner writes
+	fmt.Println(fence.Admit(first))  // and again
+	fmt.Println(fence.Admit(second)) // a newer owner writes
+	err := fence.Admit(first)        // the first owner, thawed, tries again
 	fmt.Println(err, errors.Is(err, lease.ErrStaleToken))
 	fmt.Printf("%+v\n", fence.Stats())
 
@@ -67,7 +71,7 @@ func ExampleFence() {
 	// <nil>
 	// <nil>
 	// lease: stale fencing token: 7 < 12 true
-	// {Highest:12 Accepted:3 Rejected:1}
+	// {Highest:{Token:12 Term:b1} Accepted:3 Rejected:1}
 }
 
 // Do checks the token and writes under one lock, so that no newer owner's
@@ -78,7 +82,8 @@ func ExampleFence_Do() {
 		ledger []string
 	)
 	write := func(token lease.Token, entry string) error {
-		return fence.Do(token, func() error {
+		t := lease.Tenure{Token: token, Term: fmt.Sprint("term-", token)}
+		return fence.Do(t, func() error {
 			ledger = append(ledger, fmt.Sprintf("%s (token %d)", entry, token))
 			return nil
 		})
@@ -159,7 +164,7 @@ func ExampleWatcher() {
 	store := leasetest.NewMemStore()
 	defer store.Close()
 
-	a, _ := store.Acquire(ctx, lease.Claim{LeaseID: "reports.nightly", OwnerID: "instance-a", TTL: time.Minute})
+	a, _ := store.Acquire(ctx, lease.Claim{LeaseID: "reports.nightly", OwnerID: "instance-a", Term: lease.NewTerm(), TTL: time.Minute})
 	events, err := store.Watch(ctx, "reports.nightly")
 	if err != nil {
 		panic(err)
@@ -170,7 +175,7 @@ func ExampleWatcher() {
 		if ev.Kind != lease.EventFree {
 			continue
 		}
-		b, _ := store.Acquire(ctx, lease.Claim{LeaseID: "reports.nightly", OwnerID: "instance-b", TTL: time.Minute})
+		b, _ := store.Acquire(ctx, lease.Claim{LeaseID: "reports.nightly", OwnerID: "instance-b", Term: lease.NewTerm(), TTL: time.Minute})
 		if b.Acquired {
 			fmt.Println("instance-b took over with token", b.Lease.Token)
 			break

@@ -11,23 +11,50 @@ import (
 // Token is never issued.
 type Token uint64
 
-// Claim asks a Store for a lease.
+// Claim asks a Store for a lease on behalf of one term.
 type Claim struct {
 	LeaseID string
+	// OwnerID names the instance that asks, for people: a pod name, or
+	// NewOwnerID. Two instances may share it by mistake; the store never
+	// relies on it to tell terms apart.
 	OwnerID string
-	TTL     time.Duration // must be positive
+	// Term identifies this tenure: one acquisition by a supervisor, one
+	// lock guard. Use NewTerm, once per tenure, and retry an Acquire whose
+	// outcome was unknown with the same Term: the store then recognises
+	// its own write. A key held by any other term is held.
+	Term string
+	TTL  time.Duration // must be positive
+	// Meta is small metadata the holder publishes with the lease (an
+	// address, a pod name, a version), like etcd's campaign value; see
+	// ValidateMeta for its limits. It is read back in Holder.Meta.
+	Meta map[string]string
 }
 
 // Lease is a held lease: what an owner passes back to Renew and Release.
 type Lease struct {
 	ID      string
 	OwnerID string
+	Term    string        // the tenure that holds it
 	Token   Token         // fixed at acquisition
 	TTL     time.Duration // the TTL Renew writes; change it to extend
 	// Revision is the store's version of the last write by this owner
 	// (acquire or renew); stores use it for compare-and-swap. It equals
 	// uint64(Token) right after acquisition.
 	Revision uint64
+	Meta     map[string]string // written again by every renewal
+}
+
+// Tenure returns the lease's token and term, as a Fence takes them.
+func (l Lease) Tenure() Tenure { return Tenure{Token: l.Token, Term: l.Term} }
+
+// Holder describes the holder of a lease as a store read it: who, which
+// term, and with which token. Fields a store could not read are zero.
+type Holder struct {
+	OwnerID string
+	Term    string
+	Token   Token
+	TTL     time.Duration // the TTL of the holder's last write
+	Meta    map[string]string
 }
 
 // Acquisition is the answer to Store.Acquire.
@@ -36,10 +63,11 @@ type Acquisition struct {
 	Acquired bool
 	// Lease is the held lease when Acquired.
 	Lease Lease
-	// Owner is the current owner when not Acquired, or "" when the store
-	// cannot tell (for example the key holds an expired value that the
-	// store cannot yet reclaim).
-	Owner string
+	// Holder is the current holder when not Acquired. Its OwnerID is ""
+	// when nobody holds the lease but the store cannot let the caller take
+	// it yet (a key that vanished without a release, whose last holder may
+	// still be acting until its TTL has run out).
+	Holder Holder
 }
 
 // Store keeps leases. Implementations must be safe for concurrent use and
@@ -50,14 +78,16 @@ type Acquisition struct {
 // other than ErrLost and ErrInvalid leaves the outcome unknown to the
 // caller; stores resolve indeterminate writes themselves where they can.
 type Store interface {
-	// Acquire takes the lease if it is free or expired, or if the caller's
-	// owner ID already holds it with a value this store can prove is ours
-	// (a replayed write), and otherwise reports the current owner.
+	// Acquire takes the lease if it is free or expired, or if the claim's
+	// own term already holds it (its earlier write landed although the
+	// caller did not learn it), and otherwise reports the current holder. A
+	// lease held by another term is held, whatever its OwnerID. Taking it
+	// over from the same term writes again and yields a new, larger token.
 	Acquire(ctx context.Context, c Claim) (Acquisition, error)
 
 	// Renew extends a held lease by l.TTL from now, with a compare-and-swap
 	// on l.Revision. It returns the lease with its new Revision, or ErrLost
-	// when l is no longer held by l.OwnerID at l.Revision.
+	// when l is no longer held by l's term at l.Revision.
 	Renew(ctx context.Context, l Lease) (Lease, error)
 
 	// Release deletes a held lease with a compare-and-swap on l.Revision. It
@@ -104,7 +134,7 @@ func (k EventKind) String() string {
 type Event struct {
 	LeaseID  string
 	Kind     EventKind
-	Owner    string // the writer, for EventHeld
+	Holder   Holder // the writer, for EventHeld; zero if unreadable
 	Revision uint64 // the store revision of the change, 0 if unknown
 }
 
@@ -116,15 +146,18 @@ func ValidateClaim(c Claim) error {
 	if err := ValidateOwnerID(c.OwnerID); err != nil {
 		return err
 	}
+	if err := ValidateTerm(c.Term); err != nil {
+		return err
+	}
 	if c.TTL <= 0 {
 		return invalid("TTL", "must be positive, got %v", c.TTL)
 	}
-	return nil
+	return ValidateMeta(c.Meta)
 }
 
 // ValidateLease reports whether l can be passed to Renew or Release.
 func ValidateLease(l Lease) error {
-	if err := ValidateClaim(Claim{LeaseID: l.ID, OwnerID: l.OwnerID, TTL: l.TTL}); err != nil {
+	if err := ValidateClaim(Claim{LeaseID: l.ID, OwnerID: l.OwnerID, Term: l.Term, TTL: l.TTL, Meta: l.Meta}); err != nil {
 		return err
 	}
 	if l.Token == 0 {

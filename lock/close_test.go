@@ -52,7 +52,7 @@ func TestCloseReleasesEverythingAndRefusesNewCalls(t *testing.T) {
 		}
 		assert.Zero(t, a.locker.Held())
 		owner, _, _ := mem.Holder("other")
-		assert.Equal(t, gb.OwnerID(), owner, "B's lock is untouched")
+		assert.Equal(t, gb.OwnerID(), owner.OwnerID, "B's lock is untouched")
 
 		_, err = a.locker.Acquire(t.Context(), "new")
 		assert.ErrorIs(t, err, lease.ErrClosed)

@@ -25,20 +25,21 @@ func ExampleGuard_Fenced() {
 
 	first, _ := locker.Acquire(ctx, "ledger")
 	_ = first.Fenced(&fence, write)
-	stale, _ := first.Token() // a holder that pauses keeps its token...
+	stale := first.Tenure() // a holder that pauses keeps its token...
 	_ = first.Release(ctx)
 
 	second, _ := locker.Acquire(ctx, "ledger")
 	_ = second.Fenced(&fence, write)
 
 	// ...and when it wakes up, the fence refuses its write.
-	err := fence.Do(stale, func() error { return write(stale) })
+	err := fence.Do(stale, func() error { return write(stale.Token) })
 	fmt.Println("stale write refused:", errors.Is(err, lease.ErrStaleToken))
-	fmt.Printf("%+v\n", fence.Stats())
+	st := fence.Stats()
+	fmt.Printf("Highest token %d, accepted %d, rejected %d\n", st.Highest.Token, st.Accepted, st.Rejected)
 	_ = second.Release(ctx)
 	// Output:
 	// write with token 1
 	// write with token 3
 	// stale write refused: true
-	// {Highest:3 Accepted:2 Rejected:1}
+	// Highest token 3, accepted 2, rejected 1
 }

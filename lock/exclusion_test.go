@@ -89,7 +89,7 @@ func (x *exclusion) verify(t *testing.T, n int) {
 	st := x.fence.Stats()
 	assert.Equal(t, uint64(n), st.Accepted)
 	assert.Zero(t, st.Rejected, "no stale write")
-	assert.Equal(t, x.sections[n-1].token, st.Highest)
+	assert.Equal(t, x.sections[n-1].token, st.Highest.Token)
 }
 
 func TestMutualExclusionInMemory(t *testing.T) {

@@ -69,6 +69,11 @@ func (g *Guard) NodeID() string { return g.l.node }
 // store: node ID, Locker instance and sequence number.
 func (g *Guard) OwnerID() string { return g.hold.Lease().OwnerID }
 
+// Tenure returns the guard's token and term, for a lease.Fence or a
+// database's fencing rule (see lease.Fence). Unlike Token it is not checked
+// against the clock: read Token before every write.
+func (g *Guard) Tenure() lease.Tenure { return g.hold.Lease().Tenure() }
+
 // Resource returns the resource the lock is named after.
 func (g *Guard) Resource() string { return g.resource }
 
@@ -81,7 +86,7 @@ func (g *Guard) Fenced(f *lease.Fence, write func(lease.Token) error) error {
 	if err != nil {
 		return fmt.Errorf("lock: %s: %w", g.resource, err)
 	}
-	return f.Do(token, func() error { return write(token) })
+	return f.Do(lease.Tenure{Token: token, Term: g.hold.Lease().Term}, func() error { return write(token) })
 }
 
 // Extend renews the lock at once with ttl, and makes the watchdog renew

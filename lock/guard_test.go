@@ -206,7 +206,7 @@ func TestReleaseAfterLossLeavesTheNewOwnersKey(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, owner, o2)
 			assert.Equal(t, rev, r2)
-			assert.Equal(t, gb.OwnerID(), o2)
+			assert.Equal(t, gb.OwnerID(), o2.OwnerID)
 			assert.ErrorIs(t, ga.Release(t.Context()), lease.ErrLost, "idempotent")
 			assert.Equal(t, 1, count[actors.NotReleased](a.rec))
 			assert.Zero(t, count[actors.Released](a.rec))
@@ -243,7 +243,7 @@ func TestReleaseAfterLossLeavesTheNewOwnersKey(t *testing.T) {
 			assert.Error(t, ga.Release(t.Context()))
 			owner, rev2, ok := mem.Holder("res")
 			require.True(t, ok)
-			assert.Equal(t, gb.OwnerID(), owner)
+			assert.Equal(t, gb.OwnerID(), owner.OwnerID)
 			assert.Equal(t, rev, rev2)
 		})
 	})
@@ -310,7 +310,8 @@ func TestStaleHolderIsFenced(t *testing.T) {
 		ga, err := a.locker.Acquire(t.Context(), "res")
 		require.NoError(t, err)
 		require.NoError(t, ga.Fenced(&fence, write))
-		staleToken, _ := ga.Token() // A keeps its token, then pauses past its TTL
+		stale := ga.Tenure() // A keeps its token, then pauses past its TTL
+		staleToken := stale.Token
 		a.faults.Delay(leasetest.OpRenew, time.Hour)
 
 		gb, err := b.locker.Acquire(t.Context(), "res")
@@ -320,13 +321,13 @@ func TestStaleHolderIsFenced(t *testing.T) {
 		// A woke up: the guard refuses, and a write with the token it kept
 		// is refused by the fence.
 		assert.ErrorIs(t, ga.Fenced(&fence, write), lease.ErrLost)
-		err = fence.Do(staleToken, func() error { return write(staleToken) })
+		err = fence.Do(stale, func() error { return write(staleToken) })
 		assert.ErrorIs(t, err, lease.ErrStaleToken)
 		st := fence.Stats()
 		assert.Equal(t, uint64(2), st.Accepted)
 		assert.Equal(t, uint64(1), st.Rejected)
 		tb, _ := gb.Token()
-		assert.Equal(t, tb, st.Highest)
+		assert.Equal(t, tb, st.Highest.Token)
 		assert.Equal(t, []lease.Token{staleToken, tb}, log, "the stale write never happened")
 	})
 }

@@ -90,7 +90,10 @@ func newRigOn(t *testing.T, mem *leasetest.MemStore, cfg lock.Config) *rig {
 }
 
 // holder returns the owner and revision of resource in the store.
-func (r *rig) holder(resource string) (string, uint64, bool) { return r.mem.Holder(resource) }
+func (r *rig) holder(resource string) (string, uint64, bool) {
+	h, rev, ok := r.mem.Holder(resource)
+	return h.OwnerID, rev, ok
+}
 
 // closed reports whether ch is closed, without waiting.
 func closed(ch <-chan struct{}) bool {

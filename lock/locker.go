@@ -126,6 +126,7 @@ func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wa
 	}
 	seq := l.seq.Add(1)
 	cfg := l.cfg.leaseConfig(l.cfg.Prefix+resource, ownerID(l.node, l.instance, seq), o.ttl, o.retry)
+	term := lease.NewTerm() // one tenure: every attempt of this call
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -163,7 +164,7 @@ func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wa
 	}()
 	sawOther := false
 	for {
-		g, owner, err := l.attempt(ctx, cfg, resource, sawOther)
+		g, owner, err := l.attempt(ctx, cfg, term, resource, sawOther)
 		switch {
 		case g != nil:
 			return g, nil
@@ -228,19 +229,19 @@ func ctxError(ctx context.Context, resource string) error {
 
 // attempt makes one acquisition. It returns the guard, or the current
 // owner, or the store's error.
-func (l *Locker) attempt(ctx context.Context, cfg lease.Config, resource string, handover bool) (*Guard, string, error) {
+func (l *Locker) attempt(ctx context.Context, cfg lease.Config, term, resource string, handover bool) (*Guard, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", ctxError(ctx, resource)
 	}
 	sent := time.Now()
 	opCtx, cancel := context.WithTimeout(ctx, opTimeout(cfg))
-	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, TTL: cfg.EffectiveTTL()})
+	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: term, TTL: cfg.EffectiveTTL()})
 	cancel()
 	if err != nil {
 		return nil, "", err
 	}
 	if !a.Acquired {
-		return nil, a.Owner, nil
+		return nil, a.Holder.OwnerID, nil
 	}
 	hold, err := actors.NewHold(cfg, a.Lease, sent)
 	if err != nil { // cannot happen with a validated config: give the lease back

@@ -178,7 +178,7 @@ func TestAcquireIsWokenByTheWatch(t *testing.T) {
 		assert.Equal(t, releasedAt, time.Now(), "handover at once, not after a poll")
 		assert.Equal(t, polls+1, b.faults.Calls(leasetest.OpAcquire), "one attempt after the release")
 		owner, _, _ := mem.Holder("res")
-		assert.Equal(t, gb.OwnerID(), owner)
+		assert.Equal(t, gb.OwnerID(), owner.OwnerID)
 		acquired, _ := all[actors.Acquired](b.rec)
 		require.Len(t, acquired, 1)
 		assert.True(t, acquired[0].Handover, "B saw another owner first")

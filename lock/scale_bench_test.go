@@ -206,7 +206,7 @@ func storeBytesPerLease(b *testing.B, names []string, ttl time.Duration) float64
 	heap0, _ := heap()
 	for i, name := range names {
 		a, err := mem.Acquire(context.Background(), lease.Claim{LeaseID: name,
-			OwnerID: owner + strconv.FormatUint(uint64(i+1), 36), TTL: ttl})
+			OwnerID: owner + strconv.FormatUint(uint64(i+1), 36), Term: lease.NewTerm(), TTL: ttl})
 		if err != nil || !a.Acquired {
 			b.Fatal(err)
 		}

@@ -156,7 +156,7 @@ func TestThousandLocksRenewOnSchedule(t *testing.T) {
 			require.NoError(t, err)
 			owner, _, ok := mem.Holder(g.Resource())
 			require.True(t, ok)
-			require.Equal(t, g.OwnerID(), owner)
+			require.Equal(t, g.OwnerID(), owner.OwnerID)
 		}
 		qs, maxLag, n := rec.quantiles(0.99)
 		assert.Equal(t, locks*periods, n)

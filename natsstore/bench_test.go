@@ -29,7 +29,7 @@ func BenchmarkRenewals(b *testing.B) {
 			leases := make([]lease.Lease, owners)
 			for i := range leases {
 				a, err := s.Acquire(ctx, lease.Claim{LeaseID: fmt.Sprintf("bench-renewals-%d-%d", owners, i),
-					OwnerID: lease.NewOwnerID(), TTL: 10 * time.Second})
+					OwnerID: lease.NewOwnerID(), Term: lease.NewTerm(), TTL: 10 * time.Second})
 				if err != nil || !a.Acquired {
 					b.Fatal(a, err)
 				}
@@ -83,7 +83,7 @@ func BenchmarkWatchRelease(b *testing.B) {
 	standby := dial(b, srv.ClientURL(), natsstore.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := lease.Claim{LeaseID: "bench-watch", OwnerID: lease.NewOwnerID(), TTL: 10 * time.Second}
+	c := lease.Claim{LeaseID: "bench-watch", OwnerID: lease.NewOwnerID(), Term: lease.NewTerm(), TTL: 10 * time.Second}
 	events, err := standby.Watch(ctx, c.LeaseID)
 	if err != nil {
 		b.Fatal(err)

@@ -28,7 +28,7 @@ func Example() {
 	}
 	defer store.Close()
 
-	a, err := store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "owner-a", TTL: 10 * time.Second})
+	a, err := store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "owner-a", Term: "term-owner-a", TTL: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -39,11 +39,11 @@ func Example() {
 	}
 	fmt.Println("token unchanged by renewal:", held.Token == a.Lease.Token)
 
-	b, err := store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "owner-b", TTL: 10 * time.Second})
+	b, err := store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "owner-b", Term: "term-owner-b", TTL: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("owner-b acquired:", b.Acquired, "- held by", b.Owner)
+	fmt.Println("owner-b acquired:", b.Acquired, "- held by", b.Holder.OwnerID)
 
 	events, err := store.Watch(ctx, "billing.outbox")
 	if err != nil {
@@ -57,7 +57,7 @@ func Example() {
 			break
 		}
 	}
-	b, err = store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "owner-b", TTL: 10 * time.Second})
+	b, err = store.Acquire(ctx, lease.Claim{LeaseID: "billing.outbox", OwnerID: "owner-b", Term: "term-owner-b", TTL: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}

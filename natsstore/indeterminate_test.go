@@ -99,7 +99,7 @@ func last(t *testing.T, s *Store, key string) (uint64, record) {
 }
 
 func claim(id, owner string) lease.Claim {
-	return lease.Claim{LeaseID: id, OwnerID: owner, TTL: 5 * time.Second}
+	return lease.Claim{LeaseID: id, OwnerID: owner, Term: "term-" + owner, TTL: 5 * time.Second}
 }
 
 func TestIndeterminateAcquireThatLandedIsOurs(t *testing.T) {

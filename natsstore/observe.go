@@ -19,6 +19,7 @@ type keyState struct {
 	// marker or an empty subject), so Acquire may write at rev directly.
 	free  bool
 	owner string // the holder at rev, "" if none or unknown
+	term  string // the holder's term at rev
 	// ttl is the TTL of the last held value seen under the key, at rev or
 	// before; an operator's delete makes contenders wait this long.
 	ttl time.Duration
@@ -26,6 +27,7 @@ type keyState struct {
 	// its acquisition time (unix ms), repeated by renewals.
 	token    uint64
 	acquired int64
+	meta     map[string]string
 }
 
 // keyCache remembers keyStates. It is safe for concurrent use.
@@ -61,7 +63,7 @@ func (c *keyCache) put(key string, st keyState) keyState {
 	if st.ttl == 0 {
 		st.ttl = old.ttl
 	}
-	if st.acquired == 0 && old.owner == st.owner && old.token == st.token {
+	if st.acquired == 0 && old.owner == st.owner && old.term == st.term && old.token == st.token {
 		st.acquired = old.acquired
 	}
 	if !ok && len(c.m) >= maxKeys {

@@ -56,8 +56,9 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		return lease.Acquisition{}, err
 	}
 
-	rec := record{Kind: kindHeld, Owner: c.OwnerID, TTL: ttlMillis(c.TTL), Acquired: time.Now().UnixMilli()}
-	expect, write := s.fastPath(c.LeaseID, c.OwnerID)
+	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL),
+		Acquired: time.Now().UnixMilli(), Meta: c.Meta}
+	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
 	for range maxAttempts {
 		if write {
@@ -65,8 +66,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, s.ttlFor(c.TTL))
 			switch outcome(ctx, err) {
 			case written:
-				s.keys.put(c.LeaseID, keyState{rev: ack.Sequence, owner: c.OwnerID, ttl: rec.TTL,
-					token: ack.Sequence, acquired: rec.Acquired})
+				s.keys.put(c.LeaseID, heldState(ack.Sequence, rec))
 				return acquired(c, ack.Sequence), nil
 			case conflict:
 				last = nil
@@ -77,9 +77,8 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 				if rerr != nil {
 					return lease.Acquisition{}, s.fail(ctx, "acquire "+c.LeaseID, err)
 				}
-				if r, ok := heldRecord(m); ok && r.Owner == c.OwnerID && r.Nonce == rec.Nonce {
-					s.keys.put(c.LeaseID, keyState{rev: m.Sequence, owner: c.OwnerID, ttl: rec.TTL,
-						token: m.Sequence, acquired: rec.Acquired})
+				if r, ok := heldRecord(m); ok && r.Term == c.Term && r.Nonce == rec.Nonce {
+					s.keys.put(c.LeaseID, heldState(m.Sequence, rec))
 					return acquired(c, m.Sequence), nil
 				}
 				last = orNotFound(m)
@@ -96,7 +95,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		}
 		v, err := s.judge(c, last)
 		if err != nil || !v.free {
-			return lease.Acquisition{Owner: v.owner}, err
+			return lease.Acquisition{Holder: v.holder}, err
 		}
 		expect, write, last = v.rev, true, nil
 	}
@@ -106,20 +105,26 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 
 func acquired(c lease.Claim, rev uint64) lease.Acquisition {
 	return lease.Acquisition{Acquired: true, Lease: lease.Lease{
-		ID: c.LeaseID, OwnerID: c.OwnerID, Token: lease.Token(rev), TTL: c.TTL, Revision: rev,
+		ID: c.LeaseID, OwnerID: c.OwnerID, Term: c.Term, Token: lease.Token(rev), TTL: c.TTL, Revision: rev, Meta: c.Meta,
 	}}
+}
+
+// heldState is the keyState of a held record written at rev.
+func heldState(rev uint64, r record) keyState {
+	return keyState{rev: rev, owner: r.Owner, term: r.Term, ttl: r.TTL, token: r.token(rev),
+		acquired: r.Acquired, meta: r.Meta}
 }
 
 // fastPath returns the revision Acquire may write at without reading first:
 // the key's last revision when this store knows it to be free or held by the
-// same owner, 0 when the store knows nothing about the key (it is most
+// claim's own term, 0 when the store knows nothing about the key (it is most
 // likely new). write is false when the key is known to hold something else.
-func (s *Store) fastPath(key, owner string) (rev uint64, write bool) {
+func (s *Store) fastPath(key, owner, term string) (rev uint64, write bool) {
 	st, ok := s.keys.get(key)
 	switch {
 	case !ok:
 		return 0, true
-	case st.free || st.owner == owner:
+	case st.free || st.term == term && st.owner == owner:
 		return st.rev, true
 	default:
 		return 0, false
@@ -128,9 +133,9 @@ func (s *Store) fastPath(key, owner string) (rev uint64, write bool) {
 
 // verdict is what judge decided about a key's last message.
 type verdict struct {
-	free  bool   // Acquire may write at rev
-	rev   uint64 // the revision to write at
-	owner string // the holder, when not free; "" if unknown
+	free   bool         // Acquire may write at rev
+	rev    uint64       // the revision to write at
+	holder lease.Holder // the holder, when not free; zero if unknown
 }
 
 // judge decides whether c may take the key whose last message is m (nil for
@@ -149,21 +154,23 @@ func (s *Store) judge(c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error)
 		s.keys.put(c.LeaseID, keyState{rev: rev, free: true})
 		return verdict{free: true, rev: rev}, nil
 	case msgHeld:
-		st := keyState{rev: rev, owner: rec.Owner, ttl: rec.TTL, token: rec.token(rev), acquired: rec.Acquired}
-		if rec.Owner == c.OwnerID {
+		st := heldState(rev, rec)
+		if rec.Term == c.Term && rec.Owner == c.OwnerID {
+			// Our own term's write, which landed although we did not learn
+			// it: take it over with a new write (and a new token).
 			s.keys.put(c.LeaseID, st)
 			return verdict{free: true, rev: rev}, nil
 		}
 		if s.mode == ExpiryServer && m.Header.Get(jetstream.MsgTTLHeader) != "" {
 			s.keys.put(c.LeaseID, st)
-			return verdict{owner: rec.Owner}, nil
+			return verdict{holder: rec.holder(rev)}, nil
 		}
 		if s.keys.observe(c.LeaseID, st, rec.TTL) {
 			s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
-				"lease", c.LeaseID, "owner", rec.Owner, "revision", rev, "ttl", rec.TTL)
+				"lease", c.LeaseID, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
 			return verdict{free: true, rev: rev}, nil
 		}
-		return verdict{owner: rec.Owner}, nil
+		return verdict{holder: rec.holder(rev)}, nil
 	default: // msgRemoved: deleted or purged by someone else than its owner
 		prev, _ := s.keys.get(c.LeaseID)
 		wait := max(ttlMillis(c.TTL), prev.ttl)
@@ -233,13 +240,13 @@ func heldRecord(m *jetstream.RawStreamMsg) (record, bool) {
 }
 
 // ours reports whether m holds l: the write at l.Revision itself, or a later
-// renewal of the same acquisition by the same owner (a write of ours that
-// landed after we gave up on it, replayed after a reconnect, or an
-// operator's copy of our value). The lease is then still l's, uninterrupted
-// since l.Token.
+// renewal of the same term (a write of ours that landed after we gave up on
+// it, replayed after a reconnect, or an operator's copy of our value). The
+// lease is then still l's, uninterrupted since l.Token.
 func ours(m *jetstream.RawStreamMsg, l lease.Lease) bool {
 	r, ok := heldRecord(m)
-	return ok && m.Sequence >= l.Revision && r.Owner == l.OwnerID && r.token(m.Sequence) == uint64(l.Token)
+	return ok && m.Sequence >= l.Revision && r.Term == l.Term && r.Owner == l.OwnerID &&
+		r.token(m.Sequence) == uint64(l.Token)
 }
 
 // precheck returns the revision at which Renew or Release may write l, and
@@ -250,15 +257,15 @@ func ours(m *jetstream.RawStreamMsg, l lease.Lease) bool {
 func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l lease.Lease) (rev uint64, acquiredAt int64, err error) {
 	st, ok := s.keys.get(l.ID)
 	if ok && st.rev == l.Revision {
-		if st.owner == l.OwnerID && st.token == uint64(l.Token) {
+		if st.term == l.Term && st.owner == l.OwnerID && st.token == uint64(l.Token) {
 			return l.Revision, st.acquired, nil
 		}
 		why := "released or expired"
 		if st.owner != "" {
-			why = fmt.Sprintf("held by %s with token %d", st.owner, st.token)
+			why = fmt.Sprintf("held by %s (term %s) with token %d", st.owner, st.term, st.token)
 		}
-		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, token %d): %w: revision %d is %s",
-			l.ID, l.OwnerID, l.Token, lease.ErrLost, l.Revision, why)
+		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w: revision %d is %s",
+			l.ID, l.OwnerID, l.Term, l.Token, lease.ErrLost, l.Revision, why)
 	}
 	m, err := s.read(ctx, deadline, l.ID)
 	if err != nil {
@@ -287,7 +294,7 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 		return l, err
 	}
 
-	rec := record{Kind: kindHeld, Owner: l.OwnerID, Token: uint64(l.Token), TTL: ttlMillis(l.TTL)}
+	rec := record{Kind: kindHeld, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token), TTL: ttlMillis(l.TTL), Meta: l.Meta}
 	expect, acquiredAt, err := s.precheck(ctx, deadline, "renew", l)
 	if err != nil {
 		return l, err
@@ -299,8 +306,7 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
 		case written:
-			s.keys.put(l.ID, keyState{rev: ack.Sequence, owner: l.OwnerID, ttl: rec.TTL,
-				token: uint64(l.Token), acquired: rec.Acquired})
+			s.keys.put(l.ID, heldState(ack.Sequence, rec))
 			l.Revision = ack.Sequence
 			return l, nil
 		case conflict:
@@ -312,9 +318,8 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return l, s.fail(ctx, "renew "+l.ID, rerr)
 			}
-			if r, ok := heldRecord(m); ok && r.Owner == l.OwnerID && r.Nonce == rec.Nonce {
-				s.keys.put(l.ID, keyState{rev: m.Sequence, owner: l.OwnerID, ttl: rec.TTL,
-					token: uint64(l.Token), acquired: rec.Acquired})
+			if r, ok := heldRecord(m); ok && r.Term == l.Term && r.Nonce == rec.Nonce {
+				s.keys.put(l.ID, heldState(m.Sequence, rec))
 				l.Revision = m.Sequence
 				return l, nil
 			}
@@ -345,7 +350,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 		return err
 	}
 
-	rec := record{Kind: kindReleased, Owner: l.OwnerID, Token: uint64(l.Token)}
+	rec := record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)}
 	expect, acquiredAt, err := s.precheck(ctx, deadline, "release", l)
 	if err != nil {
 		return err
@@ -369,7 +374,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 				return s.fail(ctx, "release "+l.ID, rerr)
 			}
 			if m != nil && m.Header.Get(hdrOperation) == opDelete {
-				if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased && r.Nonce == rec.Nonce {
+				if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased && r.Term == l.Term && r.Nonce == rec.Nonce {
 					s.keys.put(l.ID, keyState{rev: m.Sequence, free: true})
 					return nil
 				}
@@ -401,8 +406,8 @@ func (s *Store) lost(l lease.Lease, m *jetstream.RawStreamMsg) error {
 		kind, r, err := s.classify(l.ID, m)
 		switch kind {
 		case msgHeld:
-			why = fmt.Sprintf("held by %s with token %d at revision %d", r.Owner, r.token(m.Sequence), m.Sequence)
-			s.keys.put(l.ID, keyState{rev: m.Sequence, owner: r.Owner, ttl: r.TTL, token: r.token(m.Sequence)})
+			why = fmt.Sprintf("held by %s (term %s) with token %d at revision %d", r.Owner, r.Term, r.token(m.Sequence), m.Sequence)
+			s.keys.put(l.ID, heldState(m.Sequence, r))
 		case msgFree:
 			why = fmt.Sprintf("released or expired at revision %d", m.Sequence)
 		case msgRemoved:
@@ -415,7 +420,7 @@ func (s *Store) lost(l lease.Lease, m *jetstream.RawStreamMsg) error {
 				"owner", l.OwnerID, "token", l.Token, "revision", m.Sequence)
 		}
 	}
-	return fmt.Errorf("natsstore: %s (owner %s, token %d): %w: %s", l.ID, l.OwnerID, l.Token, lease.ErrLost, why)
+	return fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w: %s", l.ID, l.OwnerID, l.Term, l.Token, lease.ErrLost, why)
 }
 
 // result classifies the outcome of a write.

@@ -47,7 +47,7 @@ func BenchmarkStoreVsRawKV(b *testing.B) {
 	}
 	raw := &rawWriter{js: js, subject: "$KV.bench_ops.raw", data: bytes.Repeat([]byte("x"), 128)}
 
-	claim := lease.Claim{LeaseID: "bench.ops", OwnerID: lease.NewOwnerID(), TTL: 30 * time.Second}
+	claim := lease.Claim{LeaseID: "bench.ops", OwnerID: lease.NewOwnerID(), Term: lease.NewTerm(), TTL: 30 * time.Second}
 	acquire := func() lease.Lease {
 		a, err := store.Acquire(ctx, claim)
 		if err != nil || !a.Acquired {

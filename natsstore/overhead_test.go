@@ -41,7 +41,7 @@ func BenchmarkOverhead(b *testing.B) {
 	defer s.stop()
 	s.setLink(true)
 	ctx := context.Background()
-	c := lease.Claim{LeaseID: "bench", OwnerID: lease.NewOwnerID(), TTL: 10 * time.Second}
+	c := lease.Claim{LeaseID: "bench", OwnerID: lease.NewOwnerID(), Term: lease.NewTerm(), TTL: 10 * time.Second}
 	a, err := s.Acquire(ctx, c)
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -14,28 +15,39 @@ import (
 // The value stored under a lease key is one line of ASCII, so that an
 // operator can read it with `nats kv get`:
 //
-//	aster.lease/1 <kind> <owner> <token> <ttl-ms> <acquired-unix-ms> <nonce>
+//	aster.lease/2 <kind> <owner> <term> <token> <ttl-ms> <acquired-unix-ms> <nonce> <meta>
 //
 // kind is "held" for an acquisition or a renewal and "released" for the body
-// of the delete marker that Release writes. token is 0 in the acquiring
-// write (the token is that write's own revision, unknown before it lands)
-// and the lease's token in every renewal. ttl-ms is the lease TTL in
-// milliseconds (0 in a release). acquired-unix-ms is the wall-clock time of
-// the acquisition, for operators only: expiry is never judged by it. nonce
-// is 16 lowercase hex digits, fresh for every write, so that a writer whose
-// write timed out can recognise it when it reads the key back.
+// of the delete marker that Release writes. owner is the instance's OwnerID
+// and term the tenure's identity (lease.Claim.Term): a key held by another
+// term is held, whatever its owner. token is 0 in the acquiring write (the
+// token is that write's own revision, unknown before it lands) and the
+// lease's token in every renewal. ttl-ms is the lease TTL in milliseconds (0
+// in a release). acquired-unix-ms is the wall-clock time of the acquisition,
+// for operators only: expiry is never judged by it. nonce is 16 lowercase
+// hex digits, fresh for every write, so that a writer whose write timed out
+// can recognise it when it reads the key back. meta is the holder's metadata
+// (lease.Claim.Meta) as a URL query with its keys sorted ("addr=10.0.0.7%3A80&pod=b-7"),
+// or "-" when there is none.
 //
 // Numbers are decimal without sign or leading zeros: every value has exactly
-// one encoding, and the decoder accepts nothing else. A value from a newer
-// version ("aster.lease/2 ...") is reported as such and, like any value this
-// version cannot read, is never treated as a free lease.
+// one encoding, and the decoder accepts nothing else. Values written by the
+// first release (aster.lease/1, without term and meta) are still read: their
+// term is empty, which no claim can have, so such a key is held by someone
+// else until it is released or expires. A value from a newer version
+// ("aster.lease/3 ...") is reported as such and, like any value this version
+// cannot read, is never treated as a free lease.
 
 const (
-	recordVersion = "aster.lease/1"
-	recordPrefix  = "aster.lease/"
+	recordVersion   = "aster.lease/2"
+	recordVersionV1 = "aster.lease/1"
+	recordPrefix    = "aster.lease/"
 	// maxRecordLen bounds what the decoder looks at; a record is well under
-	// it (an owner ID is at most 255 bytes).
-	maxRecordLen = 512
+	// it (an owner ID is at most 255 bytes, a term 64, metadata at most 512
+	// bytes before escaping).
+	maxRecordLen = 2048
+	// noMeta stands for empty metadata.
+	noMeta = "-"
 )
 
 type recordKind uint8
@@ -59,12 +71,15 @@ func (k recordKind) String() string {
 
 // record is a decoded lease value.
 type record struct {
+	V1       bool // read from an aster.lease/1 value: no term, no metadata
 	Kind     recordKind
 	Owner    string
+	Term     string        // "" only in a V1 record
 	Token    uint64        // 0: this write is the acquisition; its revision is the token
 	TTL      time.Duration // whole milliseconds; 0 in a release
 	Acquired int64         // unix milliseconds of the acquisition; 0 if unknown
 	Nonce    uint64
+	Meta     map[string]string
 }
 
 // token returns the fencing token of a held record stored at revision rev.
@@ -75,14 +90,29 @@ func (r record) token(rev uint64) uint64 {
 	return r.Token
 }
 
-// appendRecord appends the encoding of r to b.
+// holder returns the lease.Holder a held record stored at revision rev
+// describes.
+func (r record) holder(rev uint64) lease.Holder {
+	return lease.Holder{OwnerID: r.Owner, Term: r.Term, Token: lease.Token(r.token(rev)), TTL: r.TTL, Meta: r.Meta}
+}
+
+// appendRecord appends the encoding of r to b (aster.lease/2, or /1 for a
+// record read from such a value).
 func appendRecord(b []byte, r record) []byte {
-	b = append(b, recordVersion...)
+	if r.V1 {
+		b = append(b, recordVersionV1...)
+	} else {
+		b = append(b, recordVersion...)
+	}
 	b = append(b, ' ')
 	b = append(b, r.Kind.String()...)
 	b = append(b, ' ')
 	b = append(b, r.Owner...)
 	b = append(b, ' ')
+	if !r.V1 {
+		b = append(b, r.Term...)
+		b = append(b, ' ')
+	}
 	b = strconv.AppendUint(b, r.Token, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, r.TTL.Milliseconds(), 10)
@@ -94,7 +124,49 @@ func appendRecord(b []byte, r record) []byte {
 	for i := range hex {
 		hex[i] = digits[(r.Nonce>>(60-4*i))&0xf]
 	}
-	return append(b, hex[:]...)
+	b = append(b, hex[:]...)
+	if r.V1 {
+		return b
+	}
+	b = append(b, ' ')
+	return appendMeta(b, r.Meta)
+}
+
+// appendMeta appends meta as a URL query with sorted keys, or "-".
+func appendMeta(b []byte, meta map[string]string) []byte {
+	if len(meta) == 0 {
+		return append(b, noMeta...)
+	}
+	v := make(url.Values, len(meta))
+	for k, x := range meta {
+		v.Set(k, x)
+	}
+	return append(b, v.Encode()...)
+}
+
+// parseMeta decodes the meta field written by appendMeta.
+func parseMeta(b []byte) (map[string]string, error) {
+	if string(b) == noMeta {
+		return nil, nil
+	}
+	q, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("bad metadata: %v", err)
+	}
+	meta := make(map[string]string, len(q))
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return nil, fmt.Errorf("bad metadata: key %q appears %d times", k, len(vs))
+		}
+		meta[k] = vs[0]
+	}
+	if len(meta) == 0 {
+		return nil, errors.New("bad metadata: empty")
+	}
+	if err := lease.ValidateMeta(meta); err != nil {
+		return nil, fmt.Errorf("bad metadata: %v", err)
+	}
+	return meta, nil
 }
 
 // errNewerVersion marks a record written by a newer version of this package.
@@ -108,14 +180,25 @@ func parseRecord(b []byte) (record, error) {
 		return r, fmt.Errorf("%d bytes long, at most %d expected", len(b), maxRecordLen)
 	}
 	fields := bytes.Split(b, []byte{' '})
-	if len(fields) == 0 || !bytes.Equal(fields[0], []byte(recordVersion)) {
-		if bytes.HasPrefix(b, []byte(recordPrefix)) {
-			return r, fmt.Errorf("%w (%q)", errNewerVersion, fields[0])
-		}
+	want := 9
+	switch {
+	case bytes.Equal(fields[0], []byte(recordVersion)):
+	case bytes.Equal(fields[0], []byte(recordVersionV1)):
+		r.V1, want = true, 7
+	case bytes.HasPrefix(b, []byte(recordPrefix)):
+		return r, fmt.Errorf("%w (%q)", errNewerVersion, fields[0])
+	default:
 		return r, errors.New("not an aster lease record")
 	}
-	if len(fields) != 7 {
-		return r, fmt.Errorf("%d fields, 7 expected", len(fields))
+	if len(fields) != want {
+		return r, fmt.Errorf("%d fields, %d expected", len(fields), want)
+	}
+	if !r.V1 {
+		r.Term = string(fields[3])
+		if err := lease.ValidateTerm(r.Term); err != nil {
+			return r, fmt.Errorf("bad term: %w", err)
+		}
+		fields = append(fields[:3], fields[4:]...) // the rest is laid out as in /1
 	}
 	switch string(fields[1]) {
 	case "held":
@@ -146,6 +229,11 @@ func parseRecord(b []byte) (record, error) {
 	}
 	if r.Nonce, err = strconv.ParseUint(string(fields[6]), 16, 64); err != nil {
 		return r, fmt.Errorf("bad nonce %q", fields[6])
+	}
+	if !r.V1 {
+		if r.Meta, err = parseMeta(fields[7]); err != nil {
+			return r, err
+		}
 	}
 	switch {
 	case r.Kind == kindHeld && r.TTL <= 0:

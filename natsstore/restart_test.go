@@ -20,7 +20,7 @@ func TestServerRestartKeepsLeases(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	s := dial(t, srv.ClientURL(), natsstore.Config{})
-	c := lease.Claim{LeaseID: "job", OwnerID: "owner-a", TTL: 30 * time.Second}
+	c := lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-owner-a", TTL: 30 * time.Second}
 	l := mustAcquire(t, s, c)
 	l, err := s.Renew(ctxT(t), l)
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func TestServerRestartKeepsLeases(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrUnavailable)
 	require.NoError(t, ctx.Err(), "Renew waited for its deadline instead of failing fast")
 	assert.Contains(t, err.Error(), "not connected")
-	_, err = s.Acquire(ctx, lease.Claim{LeaseID: "other", OwnerID: "owner-a", TTL: time.Second})
+	_, err = s.Acquire(ctx, lease.Claim{LeaseID: "other", OwnerID: "owner-a", Term: "term-owner-a", TTL: time.Second})
 	require.ErrorIs(t, err, lease.ErrUnavailable)
 	require.ErrorIs(t, s.Release(ctx, l), lease.ErrUnavailable)
 	require.NoError(t, ctx.Err(), "calls waited for their deadline instead of failing fast")
@@ -51,12 +51,12 @@ func TestServerRestartKeepsLeases(t *testing.T) {
 	// Another process finds the lease held, and a later acquisition gets a
 	// larger token.
 	other := dial(t, srv.ClientURL(), natsstore.Config{})
-	a, err := other.Acquire(ctxT(t), lease.Claim{LeaseID: "job", OwnerID: "owner-b", TTL: time.Second})
+	a, err := other.Acquire(ctxT(t), lease.Claim{LeaseID: "job", OwnerID: "owner-b", Term: "term-owner-b", TTL: time.Second})
 	require.NoError(t, err)
 	require.False(t, a.Acquired)
-	assert.Equal(t, "owner-a", a.Owner)
+	assert.Equal(t, "owner-a", a.Holder.OwnerID)
 	require.NoError(t, s.Release(ctxT(t), renewed))
-	b := mustAcquire(t, other, lease.Claim{LeaseID: "job", OwnerID: "owner-b", TTL: time.Second})
+	b := mustAcquire(t, other, lease.Claim{LeaseID: "job", OwnerID: "owner-b", Term: "term-owner-b", TTL: time.Second})
 	assert.Greater(t, b.Token, renewed.Token)
 }
 
@@ -76,7 +76,7 @@ func TestWatchSurvivesServerRestart(t *testing.T) {
 	l := awaitNoError(t, func() (lease.Lease, error) {
 		a, err := owner.Acquire(ctxT(t), claim("job", "owner-a"))
 		if err == nil && !a.Acquired {
-			t.Fatalf("held by %q", a.Owner)
+			t.Fatalf("held by %q", a.Holder.OwnerID)
 		}
 		return a.Lease, err
 	})
@@ -132,9 +132,9 @@ func TestWatchClosesOnStoreClose(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrClosed)
 	_, err = s.Acquire(ctxT(t), claim("job", "o"))
 	require.ErrorIs(t, err, lease.ErrClosed)
-	_, err = s.Renew(ctxT(t), lease.Lease{ID: "job", OwnerID: "o", Token: 1, Revision: 1, TTL: time.Second})
+	_, err = s.Renew(ctxT(t), lease.Lease{ID: "job", OwnerID: "o", Term: "t", Token: 1, Revision: 1, TTL: time.Second})
 	require.ErrorIs(t, err, lease.ErrClosed)
-	require.ErrorIs(t, s.Release(ctxT(t), lease.Lease{ID: "job", OwnerID: "o", Token: 1, Revision: 1, TTL: time.Second}),
+	require.ErrorIs(t, s.Release(ctxT(t), lease.Lease{ID: "job", OwnerID: "o", Term: "t", Token: 1, Revision: 1, TTL: time.Second}),
 		lease.ErrClosed)
 }
 
@@ -144,7 +144,7 @@ func TestClusterLeaderRestart(t *testing.T) {
 	t.Parallel()
 	c := natstest.StartCluster(t, 3)
 	s := dial(t, c.ClientURL(), natsstore.Config{Replicas: 3})
-	l := mustAcquire(t, s, lease.Claim{LeaseID: "job", OwnerID: "owner-a", TTL: 30 * time.Second})
+	l := mustAcquire(t, s, lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-owner-a", TTL: 30 * time.Second})
 	leader := c.StreamLeader("$G", "KV_"+s.Bucket())
 	require.NotNil(t, leader)
 	leader.Restart(t)

@@ -18,14 +18,14 @@ import (
 const ttl = time.Second
 
 func claim(id, owner string) lease.Claim {
-	return lease.Claim{LeaseID: id, OwnerID: owner, TTL: ttl}
+	return lease.Claim{LeaseID: id, OwnerID: owner, Term: "term-" + owner, TTL: ttl}
 }
 
 func mustAcquire(t *testing.T, s *natsstore.Store, c lease.Claim) lease.Lease {
 	t.Helper()
 	a, err := s.Acquire(ctxT(t), c)
 	require.NoError(t, err)
-	require.True(t, a.Acquired, "%s should acquire %s; %q holds it", c.OwnerID, c.LeaseID, a.Owner)
+	require.True(t, a.Acquired, "%s should acquire %s; %q holds it", c.OwnerID, c.LeaseID, a.Holder.OwnerID)
 	return a.Lease
 }
 
@@ -67,7 +67,7 @@ func TestOperatorDeleteNeverMakesTwoOwners(t *testing.T) {
 			got, err := b.Acquire(ctxT(t), claim("job", "owner-b"))
 			require.NoError(t, err)
 			require.False(t, got.Acquired, "taken right after an operator's delete")
-			assert.Empty(t, got.Owner, "nobody holds it, but it is not free yet")
+			assert.Empty(t, got.Holder.OwnerID, "nobody holds it, but it is not free yet")
 
 			_, err = a.Renew(ctxT(t), held)
 			require.ErrorIs(t, err, lease.ErrLost)
@@ -148,7 +148,7 @@ func TestOverwriteByOperator(t *testing.T) {
 	got, err := b.Acquire(ctxT(t), claim("job", "owner-b"))
 	require.NoError(t, err)
 	assert.False(t, got.Acquired)
-	assert.Equal(t, "intruder", got.Owner)
+	assert.Equal(t, "intruder", got.Holder.OwnerID)
 	_, failed := awaitAcquire(t, b, claim("job", "owner-b"))
 	assert.Positive(t, failed)
 }
@@ -235,7 +235,7 @@ func TestWatchReportsGarbageAsHeld(t *testing.T) {
 		require.NotEqual(t, lease.EventFree, ev.Kind)
 		if ev.Revision == rev {
 			assert.Equal(t, lease.EventHeld, ev.Kind)
-			assert.Empty(t, ev.Owner)
+			assert.Empty(t, ev.Holder.OwnerID)
 			return
 		}
 	}

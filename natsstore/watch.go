@@ -208,7 +208,7 @@ func (s *Store) event(e jetstream.KeyValueEntry) lease.Event {
 	case jetstream.KeyValuePut:
 		ev.Kind = lease.EventHeld
 		if r, err := parseRecord(e.Value()); err == nil && r.Kind == kindHeld {
-			ev.Owner = r.Owner
+			ev.Holder = r.holder(e.Revision())
 		}
 	default:
 		ev.Kind = lease.EventFree

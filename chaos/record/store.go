@@ -48,7 +48,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		op.Result, op.OutToken, op.OutRev = ResultOK, uint64(acq.Lease.Token), acq.Lease.Revision
 		op.ValidUntil = op.Call + s.margin(int64(c.TTL))
 	case err == nil:
-		op.Result, op.OutOwner = ResultStandby, acq.Owner
+		op.Result, op.OutOwner = ResultStandby, acq.Holder.OwnerID
 	}
 	s.log.Return(id, op)
 	return acq, err

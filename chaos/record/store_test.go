@@ -27,10 +27,10 @@ func TestStoreRecordsOperations(t *testing.T) {
 	b := record.NewStore(mem, log, "pb", cfg, now)
 	ctx := context.Background()
 
-	acq, err := a.Acquire(ctx, lease.Claim{LeaseID: "l", OwnerID: "A", TTL: time.Second})
+	acq, err := a.Acquire(ctx, lease.Claim{LeaseID: "l", OwnerID: "A", Term: "term-A", TTL: time.Second})
 	require.NoError(t, err)
 	require.True(t, acq.Acquired)
-	sb, err := b.Acquire(ctx, lease.Claim{LeaseID: "l", OwnerID: "B", TTL: time.Second})
+	sb, err := b.Acquire(ctx, lease.Claim{LeaseID: "l", OwnerID: "B", Term: "term-B", TTL: time.Second})
 	require.NoError(t, err)
 	require.False(t, sb.Acquired)
 	renewed, err := a.Renew(ctx, acq.Lease)

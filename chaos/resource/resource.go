@@ -77,8 +77,10 @@ func (s *Resource) Write(w record.Write) record.Write {
 		f = &lease.Fence{}
 		s.fences[w.Lease] = f
 	}
-	w.Highest = uint64(f.Stats().Highest)
-	w.Accepted = f.Admit(lease.Token(w.Token)) == nil
+	w.Highest = uint64(f.Stats().Highest.Token)
+	// The holders' owner IDs stand in for terms: one owner never has two
+	// terms with one token.
+	w.Accepted = f.Admit(lease.Tenure{Token: lease.Token(w.Token), Term: w.Owner}) == nil
 	w.At = s.now()
 	w.Seq = uint64(len(s.writes) + 1)
 	s.writes = append(s.writes, w)

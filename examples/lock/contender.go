@@ -51,6 +51,7 @@ type report struct {
 type writeReq struct {
 	Name  string `json:"name"`
 	Token uint64 `json:"token"`
+	Term  string `json:"term"` // the lock's term: the fence refuses one token from two terms
 	Job   int    `json:"job"`
 	Step  int    `json:"step"`
 	Sent  int64  `json:"sent"`
@@ -143,7 +144,7 @@ func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) er
 		token, err := g.Token()
 		if err == nil {
 			log.Info("lock acquired; running a job", "token", token, "job", job)
-			work(ctx, hub, log, token, job, cfg)
+			work(ctx, hub, log, g.Tenure(), job, cfg)
 		}
 		rep.send(report{Kind: reportJobEnded, Token: uint64(token)})
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -167,9 +168,10 @@ func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) er
 
 // work appends cfg.steps entries to the ledger, one every cfg.step, with
 // token, and stops at the first rejection.
-func work(ctx context.Context, hub *hubClient, log *slog.Logger, token lease.Token, job int, cfg contenderConfig) {
+func work(ctx context.Context, hub *hubClient, log *slog.Logger, tenure lease.Tenure, job int, cfg contenderConfig) {
+	token := tenure.Token
 	for step := 1; step <= cfg.steps; step++ {
-		resp, err := hub.write(ctx, writeReq{Token: uint64(token), Job: job, Step: step, Sent: time.Now().UnixNano()})
+		resp, err := hub.write(ctx, writeReq{Token: uint64(token), Term: tenure.Term, Job: job, Step: step, Sent: time.Now().UnixNano()})
 		switch {
 		case err != nil:
 			log.Warn("write failed", tint.Err(err))

@@ -88,9 +88,9 @@ func (r *recorder) write(w writeReq) writeResp {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
 	defer r.Touch()
-	rec := writeRec{req: w, highest: uint64(r.fence.Stats().Highest)}
+	rec := writeRec{req: w, highest: uint64(r.fence.Stats().Highest.Token)}
 	resp := writeResp{Highest: rec.highest}
-	err := r.fence.Do(lease.Token(w.Token), func() error {
+	err := r.fence.Do(lease.Tenure{Token: lease.Token(w.Token), Term: w.Term}, func() error {
 		r.ledger++
 		resp.Entry = r.ledger
 		return nil

@@ -136,7 +136,7 @@ type dispatcher struct {
 	log      *slog.Logger
 	interval time.Duration
 	seq      atomic.Uint64
-	token    atomic.Uint64 // the token of the write it prepared last
+	last     atomic.Pointer[lease.Tenure] // the tenure of the write it prepared last
 }
 
 // tree is the workload of one leadership term: a supervision tree whose one
@@ -169,8 +169,9 @@ func (d *dispatcher) run(ctx context.Context, g actors.Granted) error {
 			}
 			return nil
 		}
-		d.token.Store(uint64(token))
-		w := writeReq{Token: uint64(token), Seq: d.seq.Add(1), SentAt: time.Now().UnixNano()}
+		tenure := lease.Tenure{Token: token, Term: g.Hold.Lease().Term}
+		d.last.Store(&tenure)
+		w := writeReq{Token: uint64(token), Term: tenure.Term, Seq: d.seq.Add(1), SentAt: time.Now().UnixNano()}
 		resp, err := d.hub.write(ctx, w)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -198,10 +199,11 @@ func (d *dispatcher) run(ctx context.Context, g actors.Granted) error {
 // its token and sending (a GC pause, SIGSTOP, a slow network) thaws: after
 // a newer owner has written. The fence must reject it.
 func (d *dispatcher) lateWrite(token uint64) {
-	if token == 0 || d.token.Load() != token {
+	last := d.last.Load()
+	if token == 0 || last == nil || uint64(last.Token) != token {
 		return
 	}
-	w := writeReq{Token: token, Seq: d.seq.Add(1), SentAt: time.Now().UnixNano(), Late: true}
+	w := writeReq{Token: token, Term: last.Term, Seq: d.seq.Add(1), SentAt: time.Now().UnixNano(), Late: true}
 	d.log.Warn("sending the write prepared before the lease was lost, with the old token", "token", token)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

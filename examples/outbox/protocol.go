@@ -45,6 +45,7 @@ type writeReq struct {
 	Inst   string `json:"inst"`
 	Owner  string `json:"owner"`
 	Token  uint64 `json:"token"`
+	Term   string `json:"term"`    // the lease term the token belongs to
 	Seq    uint64 `json:"seq"`     // the instance's own count of writes
 	SentAt int64  `json:"sent_at"` // when the instance sent it
 	// Late marks a write replayed after the lease was lost: the write that

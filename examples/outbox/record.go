@@ -254,8 +254,8 @@ func (r *recorder) write(w writeReq) (writeResp, []any) {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
 	defer r.Touch()
-	rec := writeRec{req: w, highest: uint64(r.fence.Stats().Highest)}
-	err := r.fence.Do(lease.Token(w.Token), func() error {
+	rec := writeRec{req: w, highest: uint64(r.fence.Stats().Highest.Token)}
+	err := r.fence.Do(lease.Tenure{Token: lease.Token(w.Token), Term: w.Term}, func() error {
 		r.outbox++
 		rec.message = fmt.Sprintf("order-%d", r.outbox)
 		return nil

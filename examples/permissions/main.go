@@ -203,12 +203,12 @@ func useLease(ctx context.Context, url, user, bucket string) (err error) {
 	if err != nil {
 		return err
 	}
-	a, err := store.Acquire(ctx, lease.Claim{LeaseID: "permissions.check", OwnerID: user, TTL: 5 * time.Second})
+	a, err := store.Acquire(ctx, lease.Claim{LeaseID: "permissions.check", OwnerID: user, Term: lease.NewTerm(), TTL: 5 * time.Second})
 	if err != nil {
 		return err
 	}
 	if !a.Acquired {
-		return fmt.Errorf("not acquired: held by %q", a.Owner)
+		return fmt.Errorf("not acquired: held by %q", a.Holder.OwnerID)
 	}
 	l, err := store.Renew(ctx, a.Lease)
 	if err != nil {

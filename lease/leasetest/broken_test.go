@@ -30,6 +30,11 @@ func newBrokenStore(t *testing.T, kind string) *brokenStore {
 }
 
 func (s *brokenStore) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
+	if s.kind == "owner-not-term" {
+		if h, _, ok := s.Holder(c.LeaseID); ok && h.OwnerID == c.OwnerID {
+			c.Term = h.Term // the holder's OwnerID is taken for ours
+		}
+	}
 	a, err := s.MemStore.Acquire(ctx, c)
 	if err != nil {
 		return a, err
@@ -38,7 +43,7 @@ func (s *brokenStore) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisi
 	case "two-owners":
 		if !a.Acquired {
 			return lease.Acquisition{Acquired: true, Lease: lease.Lease{
-				ID: c.LeaseID, OwnerID: c.OwnerID, Token: 1, TTL: c.TTL, Revision: 1,
+				ID: c.LeaseID, OwnerID: c.OwnerID, Term: c.Term, Token: 1, TTL: c.TTL, Revision: 1,
 			}}, nil
 		}
 	case "reuse-tokens":

@@ -23,7 +23,7 @@ func faultRig(t *testing.T) (*leasetest.MemStore, *leasetest.FaultStore, lease.L
 	mem := leasetest.NewMemStore()
 	t.Cleanup(func() { _ = mem.Close() })
 	fs := leasetest.NewFaultStore(mem)
-	a, err := fs.Acquire(t.Context(), lease.Claim{LeaseID: "f", OwnerID: "a", TTL: 10 * time.Second})
+	a, err := fs.Acquire(t.Context(), lease.Claim{LeaseID: "f", OwnerID: "a", Term: "term-a", TTL: 10 * time.Second})
 	require.NoError(t, err)
 	require.True(t, a.Acquired)
 	return mem, fs, a.Lease
@@ -56,7 +56,7 @@ func TestFaultStoreFailAll(t *testing.T) {
 			_, err := fs.Renew(t.Context(), l)
 			require.ErrorIs(t, err, lease.ErrUnavailable)
 		}
-		_, err := fs.Acquire(t.Context(), lease.Claim{LeaseID: "g", OwnerID: "a", TTL: time.Second})
+		_, err := fs.Acquire(t.Context(), lease.Claim{LeaseID: "g", OwnerID: "a", Term: "term-a", TTL: time.Second})
 		require.ErrorIs(t, err, lease.ErrUnavailable)
 		require.ErrorIs(t, fs.Release(t.Context(), l), lease.ErrUnavailable)
 		_, err = fs.Watch(t.Context(), "f")

@@ -30,8 +30,8 @@ type MemStore struct {
 }
 
 type memEntry struct {
-	owner   string
-	rev     uint64 // revision of the last write
+	holder  lease.Holder // OwnerID "" for a key deleted by hand
+	rev     uint64       // revision of the last write
 	expires time.Time
 }
 
@@ -79,13 +79,13 @@ func (s *MemStore) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisitio
 	if s.closed {
 		return lease.Acquisition{}, lease.ErrClosed
 	}
-	if e := s.live(c.LeaseID); e != nil && e.owner != c.OwnerID {
-		return lease.Acquisition{Owner: e.owner}, nil
+	if e := s.live(c.LeaseID); e != nil && (e.holder.Term != c.Term || e.holder.OwnerID != c.OwnerID) {
+		return lease.Acquisition{Holder: e.holder}, nil
 	}
-	rev := s.write(c.LeaseID, c.OwnerID, c.TTL)
-	return lease.Acquisition{Acquired: true, Lease: lease.Lease{
-		ID: c.LeaseID, OwnerID: c.OwnerID, Token: lease.Token(rev), TTL: c.TTL, Revision: rev,
-	}}, nil
+	l := lease.Lease{ID: c.LeaseID, OwnerID: c.OwnerID, Term: c.Term, TTL: c.TTL, Meta: c.Meta}
+	rev := s.write(l, 0)
+	l.Token, l.Revision = lease.Token(rev), rev
+	return lease.Acquisition{Acquired: true, Lease: l}, nil
 }
 
 // Renew implements lease.Store.
@@ -104,7 +104,7 @@ func (s *MemStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error
 	if err := s.held(l); err != nil {
 		return l, err
 	}
-	l.Revision = s.write(l.ID, l.OwnerID, l.TTL)
+	l.Revision = s.write(l, l.Token)
 	return l, nil
 }
 
@@ -179,19 +179,20 @@ func (s *MemStore) Close() error {
 	return nil
 }
 
-// Holder returns the current owner and token-bearing revision of a lease,
-// for tests. ok is false when the lease is free or expired.
-func (s *MemStore) Holder(leaseID string) (owner string, revision uint64, ok bool) {
+// Holder returns the current holder of a lease and the revision of its last
+// write, for tests. ok is false when the lease is free or expired.
+func (s *MemStore) Holder(leaseID string) (h lease.Holder, revision uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.live(leaseID); e != nil {
-		return e.owner, e.rev, true
+	if e := s.live(leaseID); e != nil && e.holder.OwnerID != "" {
+		return e.holder, e.rev, true
 	}
-	return "", 0, false
+	return lease.Holder{}, 0, false
 }
 
 // Tamper overwrites or (with owner "") deletes a lease key as an operator
-// would, for tests. The write gets a new revision like any other.
+// would, for tests. The write gets a new revision like any other; an
+// overwrite holds a term of its own, "tampered".
 //
 // A delete by hand does not free the lease at once: the owner it was taken
 // from may act until its own TTL runs out, so contenders see an unknown
@@ -202,11 +203,11 @@ func (s *MemStore) Tamper(leaseID, owner string, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if owner != "" {
-		s.write(leaseID, owner, ttl)
+		s.write(lease.Lease{ID: leaseID, OwnerID: owner, Term: "tampered", TTL: ttl}, 0)
 		return
 	}
 	e := s.live(leaseID)
-	if e == nil || e.owner == "" {
+	if e == nil || e.holder.OwnerID == "" {
 		return
 	}
 	s.rev++
@@ -241,26 +242,33 @@ func (s *MemStore) held(l lease.Lease) error {
 	switch {
 	case e == nil:
 		return fmt.Errorf("%w: %s is free", lease.ErrLost, l.ID)
-	case e.owner != l.OwnerID:
-		return fmt.Errorf("%w: %s is held by %s", lease.ErrLost, l.ID, e.owner)
+	case e.holder.OwnerID != l.OwnerID || e.holder.Term != l.Term:
+		return fmt.Errorf("%w: %s is held by %s (term %s)", lease.ErrLost, l.ID, e.holder.OwnerID, e.holder.Term)
 	case e.rev != l.Revision:
 		return fmt.Errorf("%w: %s is at revision %d, not %d", lease.ErrLost, l.ID, e.rev, l.Revision)
 	}
 	return nil
 }
 
-// write stores a new value and returns its revision. s.mu must be held.
-func (s *MemStore) write(id, owner string, ttl time.Duration) uint64 {
+// write stores l as the key's new value and returns its revision; token 0
+// means that this write acquires (its revision is the token). s.mu must be
+// held.
+func (s *MemStore) write(l lease.Lease, token lease.Token) uint64 {
 	s.rev++
 	rev := s.rev
-	s.keys[id] = &memEntry{owner: owner, rev: rev, expires: lease.Config{TTL: ttl}.ExpiresAt(s.now())}
+	if token == 0 {
+		token = lease.Token(rev)
+	}
+	id, ttl := l.ID, l.TTL
+	h := lease.Holder{OwnerID: l.OwnerID, Term: l.Term, Token: token, TTL: ttl, Meta: l.Meta}
+	s.keys[id] = &memEntry{holder: h, rev: rev, expires: lease.Config{TTL: ttl}.ExpiresAt(s.now())}
 	if s.realTimers {
 		if t := s.expiryTimer[id]; t != nil {
 			t.Stop()
 		}
 		s.expiryTimer[id] = time.AfterFunc(ttl, func() { s.expire(id, rev) })
 	}
-	s.notify(lease.Event{LeaseID: id, Kind: lease.EventHeld, Owner: owner, Revision: rev})
+	s.notify(lease.Event{LeaseID: id, Kind: lease.EventHeld, Holder: h, Revision: rev})
 	return rev
 }
 

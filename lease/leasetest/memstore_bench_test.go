@@ -23,7 +23,7 @@ func BenchmarkMemStoreRenew(b *testing.B) {
 			leases := make([]lease.Lease, n)
 			for i := range leases {
 				a, err := mem.Acquire(ctx, lease.Claim{LeaseID: "res." + strconv.Itoa(i),
-					OwnerID: "bench-node/0123456789abcdef/" + strconv.Itoa(i), TTL: 15 * time.Second})
+					OwnerID: "bench-node/0123456789abcdef/" + strconv.Itoa(i), Term: lease.NewTerm(), TTL: 15 * time.Second})
 				if err != nil || !a.Acquired {
 					b.Fatal(a, err)
 				}

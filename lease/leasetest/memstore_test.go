@@ -39,17 +39,17 @@ func TestMemStoreInjectedClock(t *testing.T) {
 	s := leasetest.NewMemStore(leasetest.WithClock(func() time.Time { return now }))
 	defer s.Close()
 	ctx := t.Context()
-	a, err := s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "a", TTL: time.Minute})
+	a, err := s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "a", Term: "term-a", TTL: time.Minute})
 	require.NoError(t, err)
 	require.True(t, a.Acquired)
 
 	now = now.Add(59 * time.Second)
-	b, err := s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "b", TTL: time.Minute})
+	b, err := s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "b", Term: "term-b", TTL: time.Minute})
 	require.NoError(t, err)
 	assert.False(t, b.Acquired, "a 1-minute lease is held after 59 s")
 
 	now = now.Add(time.Second)
-	b, err = s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "b", TTL: time.Minute})
+	b, err = s.Acquire(ctx, lease.Claim{LeaseID: "clock", OwnerID: "b", Term: "term-b", TTL: time.Minute})
 	require.NoError(t, err)
 	assert.True(t, b.Acquired, "a 1-minute lease expires after 60 s")
 	assert.Greater(t, b.Lease.Token, a.Lease.Token)
@@ -64,7 +64,7 @@ func TestMemStoreClosed(t *testing.T) {
 		require.NoError(t, s.Close(), "Close is idempotent")
 		_, ok := <-events
 		assert.False(t, ok, "Close closes watches")
-		_, err = s.Acquire(t.Context(), lease.Claim{LeaseID: "closing", OwnerID: "a", TTL: time.Second})
+		_, err = s.Acquire(t.Context(), lease.Claim{LeaseID: "closing", OwnerID: "a", Term: "term-a", TTL: time.Second})
 		assert.ErrorIs(t, err, lease.ErrClosed)
 		_, err = s.Watch(t.Context(), "closing")
 		assert.ErrorIs(t, err, lease.ErrClosed)
@@ -75,15 +75,15 @@ func TestMemStoreTamper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := leasetest.NewMemStore()
 		defer s.Close()
-		a, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "a", TTL: time.Minute})
+		a, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "a", Term: "term-a", TTL: time.Minute})
 		require.NoError(t, err)
 		s.Tamper("tamper", "operator", time.Minute)
 		_, err = s.Renew(t.Context(), a.Lease)
 		require.ErrorIs(t, err, lease.ErrLost, "an overwritten key is lost to its owner")
-		owner, _, ok := s.Holder("tamper")
+		h, _, ok := s.Holder("tamper")
 		require.True(t, ok)
-		assert.Equal(t, "operator", owner)
-		operator, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "operator", TTL: time.Minute})
+		assert.Equal(t, "operator", h.OwnerID)
+		operator, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "operator", Term: "tampered", TTL: time.Minute})
 		require.NoError(t, err)
 		require.True(t, operator.Acquired)
 
@@ -91,13 +91,13 @@ func TestMemStoreTamper(t *testing.T) {
 		s.Tamper("tamper", "", 0)
 		_, err = s.Renew(t.Context(), operator.Lease)
 		require.ErrorIs(t, err, lease.ErrLost, "a deleted key is lost to its owner")
-		b, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "b", TTL: time.Minute})
+		b, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "b", Term: "term-b", TTL: time.Minute})
 		require.NoError(t, err)
 		assert.False(t, b.Acquired, "a key deleted by hand stays blocked while its former owner may act")
-		assert.Empty(t, b.Owner, "the owner is unknown")
+		assert.Empty(t, b.Holder.OwnerID, "the owner is unknown")
 
 		time.Sleep(time.Minute - time.Since(start))
-		b, err = s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "b", TTL: time.Minute})
+		b, err = s.Acquire(t.Context(), lease.Claim{LeaseID: "tamper", OwnerID: "b", Term: "term-b", TTL: time.Minute})
 		require.NoError(t, err)
 		assert.True(t, b.Acquired, "free once the former owner's TTL has run out")
 		assert.Greater(t, b.Lease.Token, operator.Lease.Token)
@@ -112,6 +112,9 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		"two-owners":   {"StandbyWhileHeld", "ConcurrentAcquirers"},
 		"no-expiry":    {"TakeoverAfterExpiry"},
 		"blind-cas":    {"ReleaseByNonOwnerIsNoop", "StaleReleaseIsNoop"},
+		// The store of the first release, which took an Acquire by the same
+		// OwnerID for a re-acquisition whatever its term.
+		"owner-not-term": {"SameOwnerOtherTermIsHeld"},
 	} {
 		t.Run(kind, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreHelper$", "-test.v")

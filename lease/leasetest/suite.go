@@ -72,7 +72,10 @@ func Run(t *testing.T, newStore func(t *testing.T) lease.Store, opts ...Option) 
 		{"TakeoverAfterExpiry", s.takeoverAfterExpiry},
 		{"TokensStrictlyIncrease", s.tokensIncrease},
 		{"ReacquireAfterOwnReleaseGetsLargerToken", s.reacquireAfterRelease},
-		{"SameOwnerReacquireGetsNewToken", s.sameOwnerReacquire},
+		{"SameTermReacquireGetsNewToken", s.sameTermReacquire},
+		{"SameOwnerOtherTermIsHeld", s.sameOwnerOtherTerm},
+		{"RenewByOtherTermIsLost", s.renewByOtherTerm},
+		{"HolderIsReported", s.holderReported},
 		{"LeasesAreIndependent", s.independent},
 		{"ConcurrentAcquirers", s.concurrent},
 		{"CancelledContext", s.cancelled},
@@ -102,8 +105,10 @@ func (s *suite) id(t *testing.T) string {
 	return fmt.Sprintf("leasetest.%s.%d.%d", name, time.Now().UnixNano(), s.seq.Add(1))
 }
 
+// claim returns a claim of owner on id. Each owner name stands for one
+// term here: two claims with the same owner name are the same tenure.
 func (s *suite) claim(id, owner string) lease.Claim {
-	return lease.Claim{LeaseID: id, OwnerID: owner, TTL: s.ttl}
+	return lease.Claim{LeaseID: id, OwnerID: owner, Term: "term-of-" + owner, TTL: s.ttl}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -116,7 +121,7 @@ func mustAcquire(t *testing.T, st lease.Store, c lease.Claim) lease.Lease {
 	t.Helper()
 	a, err := st.Acquire(ctxT(t), c)
 	require.NoError(t, err)
-	require.True(t, a.Acquired, "%s should acquire %s, but %q holds it", c.OwnerID, c.LeaseID, a.Owner)
+	require.True(t, a.Acquired, "%s should acquire %s, but %q holds it", c.OwnerID, c.LeaseID, a.Holder.OwnerID)
 	return a.Lease
 }
 
@@ -125,7 +130,7 @@ func mustStandby(t *testing.T, st lease.Store, c lease.Claim, owner string) {
 	a, err := st.Acquire(ctxT(t), c)
 	require.NoError(t, err)
 	require.False(t, a.Acquired, "%s acquired %s while %s held it (token %d)", c.OwnerID, c.LeaseID, owner, a.Lease.Token)
-	require.Equal(t, owner, a.Owner)
+	require.Equal(t, owner, a.Holder.OwnerID)
 }
 
 // awaitAcquire retries until c is acquired, for at most limit.
@@ -138,7 +143,7 @@ func (s *suite) awaitAcquire(t *testing.T, st lease.Store, c lease.Claim, limit 
 		if a.Acquired {
 			return a.Lease
 		}
-		require.True(t, time.Now().Before(deadline), "%s not acquired within %v; held by %q", c.LeaseID, limit, a.Owner)
+		require.True(t, time.Now().Before(deadline), "%s not acquired within %v; held by %q", c.LeaseID, limit, a.Holder.OwnerID)
 		time.Sleep(s.ttl / 20)
 	}
 }
@@ -152,6 +157,7 @@ func (s *suite) acquireEmpty(t *testing.T, st lease.Store) {
 	l := mustAcquire(t, st, c)
 	assert.Equal(t, c.LeaseID, l.ID)
 	assert.Equal(t, c.OwnerID, l.OwnerID)
+	assert.Equal(t, c.Term, l.Term)
 	assert.Equal(t, c.TTL, l.TTL)
 	assert.NotZero(t, l.Token)
 	assert.Equal(t, uint64(l.Token), l.Revision, "the token is the revision of the acquiring write")
@@ -281,7 +287,9 @@ func (s *suite) reacquireAfterRelease(t *testing.T, st lease.Store) {
 	require.Greater(t, second.Token, first.Token)
 }
 
-func (s *suite) sameOwnerReacquire(t *testing.T, st lease.Store) {
+// An Acquire by the term that holds the lease (its earlier Acquire landed
+// without the caller learning it) takes it over with a new write.
+func (s *suite) sameTermReacquire(t *testing.T, st lease.Store) {
 	id := s.id(t)
 	first := mustAcquire(t, st, s.claim(id, "owner-a"))
 	second := mustAcquire(t, st, s.claim(id, "owner-a"))
@@ -290,6 +298,53 @@ func (s *suite) sameOwnerReacquire(t *testing.T, st lease.Store) {
 	require.ErrorIs(t, err, lease.ErrLost, "the superseded acquisition's renewal")
 	_, err = st.Renew(ctxT(t), second)
 	require.NoError(t, err)
+}
+
+// Two terms of one OwnerID (one instance's two supervisors, or two
+// processes configured with the same pod name) are two owners: the second
+// is told the lease is held, and cannot renew or release the first's.
+func (s *suite) sameOwnerOtherTerm(t *testing.T, st lease.Store) {
+	id := s.id(t)
+	c := s.claim(id, "owner-a")
+	held := mustAcquire(t, st, c)
+	other := c
+	other.Term = "another-term"
+	a, err := st.Acquire(ctxT(t), other)
+	require.NoError(t, err)
+	require.False(t, a.Acquired, "a second term of owner-a acquired a lease the first term holds (token %d)", a.Lease.Token)
+	assert.Equal(t, "owner-a", a.Holder.OwnerID)
+	assert.Equal(t, c.Term, a.Holder.Term)
+	_, err = st.Renew(ctxT(t), held)
+	require.NoError(t, err, "the first term keeps its lease")
+}
+
+func (s *suite) renewByOtherTerm(t *testing.T, st lease.Store) {
+	id := s.id(t)
+	l := mustAcquire(t, st, s.claim(id, "owner-a"))
+	forged := l
+	forged.Term = "another-term"
+	_, err := st.Renew(ctxT(t), forged)
+	require.ErrorIs(t, err, lease.ErrLost)
+	require.ErrorIs(t, st.Release(ctxT(t), forged), lease.ErrLost)
+	mustStandby(t, st, s.claim(id, "owner-b"), "owner-a")
+	_, err = st.Renew(ctxT(t), l)
+	require.NoError(t, err, "the holding term can still renew")
+}
+
+// A contender learns who holds the lease: owner, term, token, TTL and the
+// holder's metadata, which renewals keep.
+func (s *suite) holderReported(t *testing.T, st lease.Store) {
+	id := s.id(t)
+	c := s.claim(id, "owner-a")
+	c.Meta = map[string]string{"addr": "10.0.0.7:8080", "version": "1.4.2 (abc)"}
+	l := mustAcquire(t, st, c)
+	assert.Equal(t, c.Meta, l.Meta)
+	l, err := st.Renew(ctxT(t), l)
+	require.NoError(t, err)
+	a, err := st.Acquire(ctxT(t), s.claim(id, "owner-b"))
+	require.NoError(t, err)
+	require.False(t, a.Acquired)
+	assert.Equal(t, lease.Holder{OwnerID: "owner-a", Term: c.Term, Token: l.Token, TTL: s.ttl, Meta: c.Meta}, a.Holder)
 }
 
 func (s *suite) independent(t *testing.T, st lease.Store) {
@@ -380,25 +435,30 @@ func (s *suite) invalidInput(t *testing.T, st lease.Store) {
 	id := s.id(t)
 	held := mustAcquire(t, st, s.claim(id, "owner-a"))
 	for _, c := range []lease.Claim{
-		{LeaseID: "", OwnerID: "o", TTL: s.ttl},
-		{LeaseID: "has space", OwnerID: "o", TTL: s.ttl},
-		{LeaseID: "wild.*", OwnerID: "o", TTL: s.ttl},
-		{LeaseID: "wild.>", OwnerID: "o", TTL: s.ttl},
-		{LeaseID: "a..b", OwnerID: "o", TTL: s.ttl},
-		{LeaseID: ".a", OwnerID: "o", TTL: s.ttl},
-		{LeaseID: strings.Repeat("x", 300), OwnerID: "o", TTL: s.ttl},
-		{LeaseID: id, OwnerID: "", TTL: s.ttl},
-		{LeaseID: id, OwnerID: "has space", TTL: s.ttl},
-		{LeaseID: id, OwnerID: "o", TTL: 0},
-		{LeaseID: id, OwnerID: "o", TTL: -time.Second},
+		{LeaseID: "", OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: "has space", OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: "wild.*", OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: "wild.>", OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: "a..b", OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: ".a", OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: strings.Repeat("x", 300), OwnerID: "o", Term: "t", TTL: s.ttl},
+		{LeaseID: id, OwnerID: "", Term: "t", TTL: s.ttl},
+		{LeaseID: id, OwnerID: "has space", Term: "t", TTL: s.ttl},
+		{LeaseID: id, OwnerID: "o", Term: "t", TTL: 0},
+		{LeaseID: id, OwnerID: "o", Term: "t", TTL: -time.Second},
+		{LeaseID: id, OwnerID: "o", Term: "", TTL: s.ttl},
+		{LeaseID: id, OwnerID: "o", Term: "has space", TTL: s.ttl},
+		{LeaseID: id, OwnerID: "o", Term: "t", TTL: s.ttl, Meta: map[string]string{"bad key": "v"}},
+		{LeaseID: id, OwnerID: "o", Term: "t", TTL: s.ttl, Meta: map[string]string{"k": strings.Repeat("v", 600)}},
 	} {
 		_, err := st.Acquire(ctxT(t), c)
 		assert.ErrorIs(t, err, lease.ErrInvalid, "Acquire(%+v)", c)
 	}
-	bad := []lease.Lease{{}, held, held, held}
+	bad := []lease.Lease{{}, held, held, held, held}
 	bad[1].Token = 0
 	bad[2].ID = "bad key"
 	bad[3].TTL = 0
+	bad[4].Term = ""
 	for _, l := range bad {
 		_, err := st.Renew(ctxT(t), l)
 		assert.ErrorIs(t, err, lease.ErrInvalid, "Renew(%+v)", l)
@@ -447,7 +507,27 @@ func (s *suite) watchRelease(t *testing.T, st lease.Store) {
 	require.NoError(t, st.Release(ctxT(t), l))
 	ev := awaitFree(t, events, 5*time.Second)
 	assert.Equal(t, id, ev.LeaseID)
-	mustAcquire(t, st, s.claim(id, "owner-b"))
+	b := mustAcquire(t, st, s.claim(id, "owner-b"))
+	ev = awaitHeld(t, events, 5*time.Second)
+	assert.Equal(t, lease.Holder{OwnerID: "owner-b", Term: b.Term, Token: b.Token, TTL: s.ttl}, ev.Holder,
+		"a held event names its holder")
+}
+
+// awaitHeld waits for an EventHeld on events, for at most limit.
+func awaitHeld(t *testing.T, events <-chan lease.Event, limit time.Duration) lease.Event {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		select {
+		case ev, ok := <-events:
+			require.True(t, ok, "watch closed before the lease was taken")
+			if ev.Kind == lease.EventHeld {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no held event within %v", limit)
+		}
+	}
 }
 
 func (s *suite) watchExpiry(t *testing.T, st lease.Store) {

@@ -37,7 +37,7 @@ func TestEmbeddedServerKeepsLeasesAcrossRestart(t *testing.T) {
 
 	s, err := natsstore.Dial(ctxT(t), natsstore.DialOptions{URLs: []string{srv.ClientURL()}}, natsstore.Config{})
 	require.NoError(t, err)
-	c := lease.Claim{LeaseID: "job", OwnerID: "owner-a", TTL: time.Minute}
+	c := lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-owner-a", TTL: time.Minute}
 	a, err := s.Acquire(ctxT(t), c)
 	require.NoError(t, err)
 	require.True(t, a.Acquired)
@@ -52,10 +52,10 @@ func TestEmbeddedServerKeepsLeasesAcrossRestart(t *testing.T) {
 	s, err = natsstore.Dial(ctxT(t), natsstore.DialOptions{URLs: []string{srv.ClientURL()}}, natsstore.Config{})
 	require.NoError(t, err)
 	defer s.Close()
-	b, err := s.Acquire(ctxT(t), lease.Claim{LeaseID: "job", OwnerID: "owner-b", TTL: time.Second})
+	b, err := s.Acquire(ctxT(t), lease.Claim{LeaseID: "job", OwnerID: "owner-b", Term: "term-owner-b", TTL: time.Second})
 	require.NoError(t, err)
 	assert.False(t, b.Acquired, "the lease survived the restart")
-	assert.Equal(t, "owner-a", b.Owner)
+	assert.Equal(t, "owner-a", b.Holder.OwnerID)
 	_, err = s.Renew(ctxT(t), a.Lease)
 	require.NoError(t, err, "and its owner can renew it")
 }
