@@ -68,8 +68,8 @@ const (
 	// of the validity to stop.
 	PoisonDeadlinePassed
 	// PoisonStoreError: the store gave an answer that retrying cannot fix
-	// (lease.ErrCorrupt, lease.ErrInvalid, lease.ErrClosed), or the
-	// watchdog itself failed.
+	// (lease.ErrCorrupt, lease.ErrInvalid, lease.ErrClosed,
+	// lease.ErrStoreConfig), or the watchdog itself failed.
 	PoisonStoreError
 )
 
@@ -113,7 +113,8 @@ func classify(err error) PoisonReason {
 	switch {
 	case errors.Is(err, lease.ErrLost):
 		return PoisonLost
-	case errors.Is(err, lease.ErrCorrupt), errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrClosed):
+	case errors.Is(err, lease.ErrCorrupt), errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrClosed),
+		errors.Is(err, lease.ErrStoreConfig):
 		return PoisonStoreError
 	default:
 		return PoisonUnknown // transient: ErrUnavailable, timeouts, unknown errors

@@ -30,6 +30,14 @@ var (
 
 	// ErrClosed reports a call on a store or lock that has been closed.
 	ErrClosed = errors.New("lease: closed")
+
+	// ErrStoreConfig reports that the store's backend is set up, or was
+	// changed, in a way under which leases are unsafe or impossible: a
+	// bucket deleted or edited, a feature the server lost, a regression of
+	// its revisions. Retrying soon cannot fix it; an operator must, and
+	// the wrapping error says how. An owner stops at once; a candidate
+	// backs off and reports it.
+	ErrStoreConfig = errors.New("lease: store misconfigured")
 )
 
 // FieldError is returned for an invalid Config field or argument. It matches

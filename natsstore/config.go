@@ -102,6 +102,10 @@ type Config struct {
 	// Logger receives the store's few log records (a degraded bucket, a
 	// reconnect, a key changed behind an owner's back). nil discards them.
 	Logger *slog.Logger
+
+	// OnEvent, when not nil, receives every Event the store reports, on
+	// the store's goroutines. It must not block.
+	OnEvent func(Event)
 }
 
 // DialOptions says how Dial connects. The zero value connects to
