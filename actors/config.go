@@ -22,6 +22,11 @@ type SupervisorConfig struct {
 	Store lease.Store
 	// Workload is what runs while the lease is held.
 	Workload Workload
+	// Meta is published with the lease while this instance holds it (an
+	// address, a pod name, a version), like etcd's campaign value: any
+	// process can read who leads and how to reach it. See lease.ValidateMeta
+	// for its limits.
+	Meta map[string]string
 	// Restart says how the supervisor goes back to standby after a term
 	// ends by poison or by the workload's exit, and when it gives up.
 	Restart RestartPolicy
@@ -100,6 +105,9 @@ func (c SupervisorConfig) Validate() error {
 		return &lease.FieldError{Field: "Workload", Reason: "must not be nil"}
 	}
 	if err := c.Workload.validate(); err != nil {
+		return err
+	}
+	if err := lease.ValidateMeta(c.Meta); err != nil {
 		return err
 	}
 	return c.Restart.Validate()

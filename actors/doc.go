@@ -24,15 +24,38 @@
 //
 // Standby tries to acquire, wakes on the store's watch (a lease.Watcher)
 // and polls every jittered StandbyRetryInterval. Leading starts the
-// Watchdog, then the Workload. When the Watchdog poisons the lease, token
-// reads fail at once, the workload's context is cancelled with a cause
-// matching lease.ErrLost, the workload is stopped within StopTimeout and
-// before the validity ends, and the RestartPolicy brings the supervisor back
-// to standby after a jittered, capped backoff, or escalates to its parent
-// after too many restarts. Shutdown stops the workload (bounded) and then
-// releases the lease with a compare-and-swap, never after its validity has
-// ended. A workload that does not stop in time is reported and its lease
-// left to expire.
+// Watchdog, then the Workload. Every term has an identity of its own
+// (lease.Claim.Term): a LeaseSupervisor never takes over a key held by
+// another term, even one with its own OwnerID.
+//
+// A term ends in one of four ways:
+//
+//   - lost: the Watchdog poisons the lease; token reads fail at once, the
+//     workload's context is cancelled with a cause matching lease.ErrLost,
+//     and the RestartPolicy applies once it has stopped;
+//   - failed: the workload returns an error, panics or its actor fails;
+//     the RestartPolicy applies (a jittered, capped backoff, or escalation
+//     to the parent after too many restarts);
+//   - stepped down: the workload returns nil or its actor stops itself, or
+//     Resign is called; no failure is counted, and the instance stands by
+//     without competing for a while, so that another takes over;
+//   - shut down: the actor stops (Run's context ends).
+//
+// In every case the term ends only when every part of the workload has
+// stopped; the lease is then released with a compare-and-swap while it is
+// still valid, so that a standby takes over at once. A workload that does
+// not stop within StopTimeout is reported (WorkloadStopTimeout) and its
+// lease left to expire; no term starts in the process until it has stopped
+// (StuckWorkloadStopped).
+//
+// # Operating it
+//
+// Status returns the state (standby, leading, stopping...), the term, the
+// token, since when, the validity left, who else holds the lease, and the
+// last error, without waiting for the actor. Resign steps down before a
+// deploy. SupervisorConfig.Meta is published with the lease while this
+// instance leads (lease.Holder.Meta), so that any process can see who
+// leads and how to reach it.
 //
 // # Hold and Watchdog
 //
@@ -44,7 +67,7 @@
 // renew deadline. The distributed lock and the LeaseSupervisor share them:
 //
 //	sent := time.Now()
-//	acq, err := store.Acquire(ctx, lease.Claim{LeaseID: id, OwnerID: owner, TTL: ttl})
+//	acq, err := store.Acquire(ctx, lease.Claim{LeaseID: id, OwnerID: owner, Term: lease.NewTerm(), TTL: ttl})
 //	// ... acq.Acquired
 //	hold, err := actors.NewHold(cfg, acq.Lease, sent)
 //	dog := parentCtx.Spawn(actors.WatchdogProps(store, hold, cfg, logger, onEvent))
@@ -72,9 +95,10 @@
 //
 // # Events, logs and metrics
 //
-// Every actor reports typed Events (Acquired, Standby, Renewed,
-// RenewalFailed, Poisoned, Released, NotReleased, WorkloadStopTimeout,
-// WorkloadExited, Restarting, Escalated) through a hook; its log records
+// Every actor reports typed Events (Acquired, Standby, AcquisitionFailed,
+// Renewed, RenewalFailed, Poisoned, Released, NotReleased, SteppedDown,
+// WorkloadStopTimeout, StuckWorkloadStopped, WorkloadExited, Restarting,
+// Escalated) through a hook, whether or not a logger is set; its log records
 // carry lease_id, owner_id and, while leading, token. The LeaseSupervisor
 // counts acquisitions, renewals, renewal failures, losses and handovers
 // through the OpenTelemetry metric API (MetricAcquisitions and the other

@@ -13,17 +13,14 @@ var (
 	// lock's Release, the end of a leadership term). Token reads fail with it.
 	ErrReleased = errors.New("actors: lease released")
 
-	// ErrShutdown is the cause with which a workload's context is cancelled
-	// when its LeaseSupervisor shuts down gracefully.
-	ErrShutdown = errors.New("actors: lease supervisor shutting down")
-
 	// ErrExpired reports that a Hold's validity (ValidUntil) has passed
 	// without a renewal. It matches lease.ErrLost.
 	ErrExpired = fmt.Errorf("actors: lease validity ended: %w", lease.ErrLost)
 
-	// ErrWorkloadExited is the cause of a term that ended because the
-	// workload returned or its actor stopped by itself while the lease was
-	// held.
+	// ErrWorkloadExited is the cause with which a workload's context is
+	// cancelled when its term ends because it returned or its actor stopped
+	// by itself, and, wrapping the workload's error, the cause of a restart
+	// after a workload failed.
 	ErrWorkloadExited = errors.New("actors: workload exited while leading")
 
 	// ErrWorkloadStuck reports a workload that did not stop within its
@@ -35,6 +32,14 @@ var (
 	// the same LeaseSupervisor is under way: one LeaseSupervisor is one
 	// candidate.
 	ErrRunning = errors.New("actors: the lease supervisor is already running")
+
+	// ErrNotRunning is returned by LeaseSupervisor.Resign when no actor of
+	// the supervisor runs.
+	ErrNotRunning = errors.New("actors: the lease supervisor is not running")
+
+	// ErrResigned is the cause with which a workload's context is cancelled
+	// when LeaseSupervisor.Resign steps it down.
+	ErrResigned = errors.New("actors: resigned")
 
 	// ErrTooManyRestarts is the reason a LeaseSupervisor escalates to its
 	// parent (and Run returns) after more restarts within a period than its

@@ -34,11 +34,41 @@ type Acquired struct {
 	Handover bool
 }
 
-// Standby: another owner holds the lease. Reported when the observed owner
+// Standby: another term holds the lease. Reported when the observed holder
 // changes, not on every poll.
 type Standby struct {
 	Subject
-	Owner string // "" when the store could not tell
+	// Holder is who holds it. Its OwnerID is "" when nobody does but the
+	// lease is not free yet (a key that vanished without a release).
+	Holder lease.Holder
+}
+
+// AcquisitionFailed: an acquisition attempt failed; the standby tries again
+// in RetryIn (a backoff that grows while the cause is a corrupt key or a
+// misconfigured store), unless the error cannot be fixed by retrying
+// (lease.ErrInvalid, lease.ErrClosed), when it escalates.
+type AcquisitionFailed struct {
+	Subject
+	Err     error
+	Attempt int // failures in a row
+	RetryIn time.Duration
+}
+
+// SteppedDown: a term ended without a failure: the workload returned nil
+// or its actor stopped itself, or Resign was called (Resigned). The lease
+// was released (or a NotReleased event says why not) and the instance
+// stands by.
+type SteppedDown struct {
+	Subject
+	Token    lease.Token
+	Resigned bool
+}
+
+// StuckWorkloadStopped: a workload reported by WorkloadStopTimeout has
+// stopped at last; terms may start again.
+type StuckWorkloadStopped struct {
+	Subject
+	Token lease.Token
 }
 
 // Renewed: a Watchdog renewed the lease.
@@ -91,8 +121,8 @@ type WorkloadStopTimeout struct {
 	Timeout time.Duration
 }
 
-// WorkloadExited: the workload returned (or its actor stopped) by itself
-// while the lease was held. Err is what it returned, or nil.
+// WorkloadExited: the workload failed while the lease was held: it returned
+// an error, panicked, or its actor failed. Err says how.
 type WorkloadExited struct {
 	Subject
 	Token lease.Token
@@ -117,14 +147,17 @@ type Escalated struct {
 	Err      error
 }
 
-func (Acquired) isEvent()            {}
-func (Standby) isEvent()             {}
-func (Renewed) isEvent()             {}
-func (RenewalFailed) isEvent()       {}
-func (Poisoned) isEvent()            {}
-func (Released) isEvent()            {}
-func (NotReleased) isEvent()         {}
-func (WorkloadStopTimeout) isEvent() {}
-func (WorkloadExited) isEvent()      {}
-func (Restarting) isEvent()          {}
-func (Escalated) isEvent()           {}
+func (Acquired) isEvent()             {}
+func (Standby) isEvent()              {}
+func (Renewed) isEvent()              {}
+func (RenewalFailed) isEvent()        {}
+func (Poisoned) isEvent()             {}
+func (Released) isEvent()             {}
+func (NotReleased) isEvent()          {}
+func (WorkloadStopTimeout) isEvent()  {}
+func (WorkloadExited) isEvent()       {}
+func (Restarting) isEvent()           {}
+func (Escalated) isEvent()            {}
+func (AcquisitionFailed) isEvent()    {}
+func (SteppedDown) isEvent()          {}
+func (StuckWorkloadStopped) isEvent() {}

@@ -40,7 +40,7 @@ func ExampleLeaseSupervisor_Run() {
 	fmt.Println("run:", sup.Run(ctx))
 	// Output:
 	// dispatching with token 1
-	// stopped: actors: lease supervisor shutting down
+	// stopped: supervision: shutdown
 	// released token 1
 	// run: <nil>
 }

@@ -38,7 +38,7 @@ func TestStandbyTakesOverThroughTheWatch(t *testing.T) {
 		require.Equal(t, "node-a", r.holder())
 		standby, _ := eventsOf[Standby](r.rec, "node-b")
 		require.Len(t, standby, 1)
-		assert.Equal(t, "node-a", standby[0].Owner)
+		assert.Equal(t, "node-a", standby[0].Holder.OwnerID)
 
 		require.NoError(t, runA.stop())
 		synctest.Wait()

@@ -50,7 +50,7 @@ type ExtendResult struct {
 // Granted is sent to a workload actor given as Props, right after its
 // Started message: the token of the lease and the context of its term,
 // cancelled with cause lease.ErrLost (a *LostError) when the lease is
-// poisoned and with ErrShutdown when the supervisor shuts down. Read the
+// poisoned and with supervision.ErrShutdown when the supervisor shuts down. Read the
 // token again through Hold.Token before each fenced write: it fails as soon
 // as the lease is lost.
 type Granted struct {

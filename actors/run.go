@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,8 +14,9 @@ import (
 
 // Run runs the supervisor, for programs that do not use actors, in an actor
 // system of its own, until ctx is done; it then shuts down gracefully (the
-// workload is cancelled with ErrShutdown and stopped, the lease released)
-// and returns when everything it started has stopped.
+// workload is cancelled with supervision.ErrShutdown and stopped, the lease
+// released) and returns when everything it started has stopped. Once it has
+// decided to return, no term starts.
 //
 // A LeaseSupervisor is one candidate: a call of Run while another runs
 // returns ErrRunning at once.
@@ -24,27 +25,23 @@ import (
 // shutdown, with the escalated error when the supervisor gives up: one
 // matching ErrTooManyRestarts, or a store error that retrying cannot fix
 // (lease.ErrInvalid, lease.ErrClosed). An error matching ErrWorkloadStuck
-// says that a workload did not stop in time: a function workload that
-// ignores its context is the one thing Run cannot stop, and may still be
-// running.
+// says that a workload of one of its terms still runs when Run returns: a
+// function workload that ignores its context is the one thing Run cannot
+// stop. A workload that stopped late, but before Run returned, is not an
+// error.
 func (s *LeaseSupervisor) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
+	sh := s.shared
+	if !sh.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	defer s.running.Store(false)
+	defer sh.running.Store(false)
+	sh.closing.Store(false)
+
 	sys := actorsys.New(s.cfg.Logger)
 	defer sys.Shutdown()
-
-	var stuck atomic.Bool
-	run := *s
-	run.notify = func(ev Event) {
-		if _, ok := ev.(WorkloadStopTimeout); ok {
-			stuck.Store(true)
-		}
-	}
 	failed := make(chan error, 1)
 	host := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &runHost{child: run.Props(), failed: failed}
+		return &runHost{child: s.Props(), failed: failed}
 	}))
 
 	var err error
@@ -52,10 +49,16 @@ func (s *LeaseSupervisor) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-failed:
 	}
-	if budget := s.shutdownBudget(); !stopAndWait(sys.ActorSystem, sys.Root.Stop, host, budget) {
+	sh.closing.Store(true) // from now on no term starts
+	budget := s.shutdownBudget()
+	if !stopAndWait(sys.ActorSystem, sys.Root.Stop, host, budget) {
 		err = errors.Join(err, fmt.Errorf("%w: the lease supervisor did not stop within %v", ErrWorkloadStuck, budget))
-	} else if stuck.Load() {
-		err = errors.Join(err, ErrWorkloadStuck)
+	} else if n := sh.live.busy(); n > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: %d workloads still run (tokens %v)", ErrWorkloadStuck, n, sh.live.tokens()))
+	}
+	if !waitGroup(&sh.bg, budget) {
+		s.logAttrs(slog.LevelWarn, "a watch of the store did not end within the shutdown budget", 0,
+			slog.Duration("budget", budget))
 	}
 	return err
 }
@@ -65,6 +68,20 @@ func (s *LeaseSupervisor) Run(ctx context.Context) error {
 // slack.
 func (s *LeaseSupervisor) shutdownBudget() time.Duration {
 	return 2*s.opTimeout() + 2*s.cfg.Lease.EffectiveStopTimeout() + time.Second
+}
+
+// waitGroup waits for wg at most timeout and reports whether it finished.
+func waitGroup(wg interface{ Wait() }, timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // runHost is the parent of a supervisor started by Run: it receives the

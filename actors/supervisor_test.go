@@ -18,6 +18,7 @@ import (
 
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
+	"github.com/asterforge/aster/supervision"
 )
 
 // The three supervisor tests of the aster seed, ported.
@@ -54,7 +55,7 @@ func TestSeedSupervisorStaysStandbyWhenAnotherOwnerHoldsTheLease(t *testing.T) {
 		assert.Zero(t, w.started.Load())
 		standby, _ := all[Standby](r.rec)
 		require.Len(t, standby, 1)
-		assert.Equal(t, "node-b", standby[0].Owner)
+		assert.Equal(t, "node-b", standby[0].Holder.OwnerID)
 		assert.Zero(t, r.faults.Calls(leasetest.OpRelease), "nothing of ours to release")
 		assert.Equal(t, "node-b", r.holder())
 	})
@@ -101,7 +102,7 @@ func TestSupervisorTransientRenewalFailuresDoNotPoison(t *testing.T) {
 		assert.Equal(t, 5, count[RenewalFailed](r.rec))
 		assert.Zero(t, count[Poisoned](r.rec))
 		assert.EqualValues(t, 1, w.started.Load(), "the workload ran through")
-		assert.ErrorIs(t, w.lastCause(), ErrShutdown)
+		assert.ErrorIs(t, w.lastCause(), supervision.ErrShutdown)
 		assert.Greater(t, count[Renewed](r.rec), 10)
 	})
 }
@@ -205,7 +206,7 @@ func TestSupervisorShutdownReleases(t *testing.T) {
 		require.Equal(t, "node-a", r.holder())
 		require.NoError(t, run.stop())
 		assert.Empty(t, r.holder())
-		assert.ErrorIs(t, w.lastCause(), ErrShutdown)
+		assert.ErrorIs(t, w.lastCause(), supervision.ErrShutdown)
 		released, at := all[Released](r.rec)
 		require.Len(t, released, 1)
 		require.Len(t, w.stoppedAt, 1)

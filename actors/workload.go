@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,30 +14,40 @@ import (
 
 // Workload is what a LeaseSupervisor runs while it holds its lease: a
 // function (WorkloadFunc), actor Props (WorkloadProps), or a supervision
-// subtree turned into Props. The set is sealed.
+// subtree (WorkloadTree). The set is sealed.
 //
-// A workload is expected to run until its context is cancelled. If it
-// returns (or its actor stops) while the lease is held, the term ends as a
-// restart: the lease is released so that another instance may take over,
-// and the RestartPolicy applies.
+// A workload is expected to run until its context is cancelled. How a
+// workload that ends by itself while the lease is held ends its term:
+//
+//   - it returns nil (WorkloadFunc), or its actor stops itself
+//     (WorkloadProps, WorkloadTree): it steps down. The lease is released at
+//     once, this instance stays a standby and does not compete for a
+//     jittered StandbyRetryInterval, so that another instance takes over.
+//     It is not a failure: the RestartPolicy does not count it.
+//   - it returns an error, panics, or its actor fails (a tree: exceeds its
+//     intensity): it failed. The lease is released and the RestartPolicy
+//     applies (a backoff, or escalation after too many failures).
+//   - it returns after the lease was lost (its context was cancelled with a
+//     cause matching lease.ErrLost): the term was lost, whatever it
+//     returned; the RestartPolicy applies.
 type Workload interface {
 	validate() error
-	// start spawns the workload as a child of c for the term described by
-	// g. sup receives a workloadExited message when the workload returns.
-	start(c actor.Context, term uint64, g Granted) workloadInstance
+	// start runs the workload of term seq, described by g, under the
+	// supervisor c. stopped is called once, from any goroutine, when every
+	// part of the workload has stopped; the supervisor receives a
+	// workloadExited message when a function workload returns.
+	start(c actor.Context, seq uint64, g Granted, stopped func()) workloadInstance
 }
 
 // workloadInstance is one running workload.
-type workloadInstance interface {
-	// pid is the workload's actor, a child of the supervisor.
-	pid() *actor.PID
-	// stop stops the workload, whose context has been cancelled, waiting
-	// at most timeout, and reports whether it stopped in time. Its actor is
-	// stopped in any case, except that a function workload's actor is left
-	// to protoactor when the supervisor itself is stopping (leave is true):
-	// protoactor stops every child right after the Stopping message, and a
-	// second Stop would go to dead letters.
-	stop(c actor.Context, timeout time.Duration, leave bool) bool
+type workloadInstance struct {
+	// pid is the workload's actor, a child of the supervisor: the function
+	// workload's adapter, the Props actor, or the tree's root.
+	pid *actor.PID
+	// done is closed when every part of the workload has stopped: the
+	// function returned, the actor terminated, the tree's root terminated
+	// and every child it abandoned exited.
+	done chan struct{}
 }
 
 // workloadExited tells the supervisor that a function workload returned.
@@ -48,10 +59,12 @@ type workloadExited struct {
 // WorkloadFunc runs fn while the lease is held, on a goroutine of its own
 // owned by a small Workload actor. ctx is cancelled with cause
 // lease.ErrLost (a *LostError) when the lease is poisoned, and with
-// ErrShutdown on a graceful shutdown; token is the lease's fencing token.
-// Before each fenced write, read the token again with TokenFrom(ctx): it
-// also fails once the lease's validity has passed on the clock.
-// A panic in fn is recovered and treated as an error return.
+// supervision.ErrShutdown on a graceful shutdown; token is the lease's
+// fencing token. Before each fenced write, read the token again with
+// TokenFrom(ctx): it also fails once the lease's validity has passed on the
+// clock. Return nil to step down, an error to fail (see Workload). A panic
+// in fn is recovered and treated as a failure, a *supervision.PanicError
+// that keeps the stack.
 func WorkloadFunc(fn func(ctx context.Context, token lease.Token) error) Workload {
 	return funcWorkload{fn: fn}
 }
@@ -67,11 +80,11 @@ func (w funcWorkload) validate() error {
 	return nil
 }
 
-func (w funcWorkload) start(c actor.Context, term uint64, g Granted) workloadInstance {
-	inst := &funcInstance{done: make(chan struct{})}
+func (w funcWorkload) start(c actor.Context, seq uint64, g Granted, stopped func()) workloadInstance {
+	inst := workloadInstance{done: make(chan struct{})}
 	sup, fn, done := c.Self(), w.fn, inst.done
 	launched := false // only touched on the adapter's goroutine
-	inst.actor = c.Spawn(actor.PropsFromFunc(func(ac actor.Context) {
+	inst.pid = c.Spawn(actor.PropsFromFunc(func(ac actor.Context) {
 		if _, ok := ac.Message().(*actor.Started); !ok || launched {
 			return
 		}
@@ -80,54 +93,21 @@ func (w funcWorkload) start(c actor.Context, term uint64, g Granted) workloadIns
 		go func() {
 			err := callWorkload(fn, withHold(g.Context, g.Hold), g.Token)
 			close(done)
-			root.Send(sup, workloadExited{term: term, err: err})
+			stopped()
+			root.Send(sup, workloadExited{term: seq, err: err})
 		}()
 	}))
 	return inst
 }
 
-// funcInstance is a running function workload.
-type funcInstance struct {
-	actor *actor.PID
-	done  chan struct{} // closed when fn has returned
-}
-
-func (f *funcInstance) pid() *actor.PID { return f.actor }
-
-func (f *funcInstance) stop(c actor.Context, timeout time.Duration, leave bool) bool {
-	stopped := isClosed(f.done)
-	if !stopped && timeout > 0 {
-		t := time.NewTimer(timeout)
-		select {
-		case <-f.done:
-			stopped = true
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	if !leave {
-		c.Stop(f.actor) // the adapter never blocks: it stops at once
-	}
-	return stopped
-}
-
-// callWorkload runs fn, turning a panic into an error.
+// callWorkload runs fn, turning a panic into a *supervision.PanicError.
 func callWorkload(fn func(context.Context, lease.Token) error, ctx context.Context, token lease.Token) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("actors: workload panicked: %v", r)
+			err = fmt.Errorf("actors: workload panicked: %w", &supervision.PanicError{Value: r, Stack: debug.Stack()})
 		}
 	}()
 	return fn(ctx, token)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // WorkloadProps runs the actor made by props as the supervisor's child
@@ -135,7 +115,8 @@ func isClosed(ch <-chan struct{}) bool {
 // Granted message with the token, the term's context and the Hold. On
 // poison or shutdown the context is cancelled first, then the actor is
 // stopped (Stop), with a bounded wait; an actor that fails (panics) is
-// stopped, which ends the term.
+// stopped, which ends the term as a failure. An actor that stops itself
+// steps down.
 func WorkloadProps(props *actor.Props) Workload { return propsWorkload{props: props} }
 
 type propsWorkload struct{ props *actor.Props }
@@ -147,18 +128,12 @@ func (w propsWorkload) validate() error {
 	return nil
 }
 
-func (w propsWorkload) start(c actor.Context, _ uint64, g Granted) workloadInstance {
-	pid := c.Spawn(w.props)
-	c.Send(pid, g)
-	return propsInstance{actor: pid}
-}
-
-type propsInstance struct{ actor *actor.PID }
-
-func (p propsInstance) pid() *actor.PID { return p.actor }
-
-func (p propsInstance) stop(c actor.Context, timeout time.Duration, _ bool) bool {
-	return stopAndWait(c.ActorSystem(), c.Stop, p.actor, timeout)
+func (w propsWorkload) start(c actor.Context, _ uint64, g Granted, stopped func()) workloadInstance {
+	inst := workloadInstance{pid: c.Spawn(w.props), done: make(chan struct{})}
+	c.Send(inst.pid, g)
+	done := inst.done
+	watchDeath(c.ActorSystem(), inst.pid, func() { close(done); stopped() })
+	return inst
 }
 
 // stopAndWait stops pid with stop and waits at most timeout for it to
@@ -179,8 +154,13 @@ func stopAndWait(sys *actor.ActorSystem, stop func(*actor.PID), pid *actor.PID, 
 // as the lease is lost). The tree's root supervisor is the Workload child.
 // On poison or shutdown it is stopped with a bounded wait (its own stop is
 // bounded by its children's Shutdown times); when it escalates (its
-// intensity exceeded) the term ends like a workload exit. An error from
-// build ends the term the same way.
+// intensity exceeded) the term ends as a failure. An error from build ends
+// the term the same way.
+//
+// The term ends only when every part of the tree has stopped: a child the
+// tree abandoned after its Shutdown time (it ignores its context) keeps the
+// term stuck, its lease unreleased, and no new term starts in this process
+// until it has exited.
 func WorkloadTree(build func(g Granted) (*supervision.Tree, error)) Workload {
 	return treeWorkload{build: build}
 }
@@ -196,14 +176,17 @@ func (w treeWorkload) validate() error {
 	return nil
 }
 
-func (w treeWorkload) start(c actor.Context, term uint64, g Granted) workloadInstance {
+func (w treeWorkload) start(c actor.Context, seq uint64, g Granted, stopped func()) workloadInstance {
 	tree, err := w.build(g)
 	if err == nil && tree == nil {
 		err = fmt.Errorf("%w: WorkloadTree: build returned no tree", lease.ErrInvalid)
 	}
 	if err != nil {
 		err = fmt.Errorf("actors: building the workload tree: %w", err)
-		return funcWorkload{fn: func(context.Context, lease.Token) error { return err }}.start(c, term, g)
+		return funcWorkload{fn: func(context.Context, lease.Token) error { return err }}.start(c, seq, g, stopped)
 	}
-	return propsInstance{actor: c.Spawn(tree.Props())}
+	inst := workloadInstance{pid: c.Spawn(tree.Props()), done: make(chan struct{})}
+	done := inst.done
+	watchDeath(c.ActorSystem(), inst.pid, func() { close(done); stopped() })
+	return inst
 }

@@ -142,7 +142,7 @@ func TestTreeWorkload(t *testing.T) {
 		assert.Equal(t, []lease.Token{acquired[0].Token, acquired[1].Token}, tokens, "a fresh tree per term, with its token")
 		require.Len(t, causes, 2)
 		assert.ErrorIs(t, causes[0], lease.ErrLost)
-		assert.ErrorIs(t, causes[1], ErrShutdown)
+		assert.ErrorIs(t, causes[1], supervision.ErrShutdown)
 		assert.Equal(t, 1, count[Released](r.rec))
 	})
 }
@@ -178,7 +178,7 @@ func TestSupervisorAsChildReleasesWhenItsParentStops(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 		assert.Empty(t, r.holder(), "released when the tree shut down")
-		assert.ErrorIs(t, w.lastCause(), ErrShutdown)
+		assert.ErrorIs(t, w.lastCause(), supervision.ErrShutdown)
 		assert.Equal(t, 1, count[Released](r.rec))
 	})
 }

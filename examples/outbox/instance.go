@@ -278,7 +278,7 @@ func (r *reporter) event(ev actors.Event) {
 	case actors.WorkloadExited:
 		r.send(report{Kind: reportExited, Token: uint64(e.Token), At: now, Detail: errString(e.Err)})
 	case actors.Standby:
-		r.send(report{Kind: reportStandby, At: now, Detail: e.Owner})
+		r.send(report{Kind: reportStandby, At: now, Detail: e.Holder.OwnerID})
 	case actors.Restarting:
 		r.send(report{Kind: reportRestarting, At: now, Detail: e.Delay.String()})
 	case actors.Escalated:

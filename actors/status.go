@@ -1,0 +1,116 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// State is where a LeaseSupervisor is in its cycle. The zero value is
+// StateStarting.
+type State uint8
+
+const (
+	// StateStarting: not started yet, or Run has not spawned it yet.
+	StateStarting State = iota
+	// StateStandby: trying to acquire the lease, or waiting to try again.
+	StateStandby
+	// StateLeading: holding the lease; the workload runs.
+	StateLeading
+	// StateStopping: a term is ending: its workload has been told to stop
+	// and the lease is released once it has.
+	StateStopping
+	// StateRestarting: waiting a backoff after a term ended by a failure.
+	StateRestarting
+	// StateEscalated: gave up and handed the failure to its parent (Run
+	// returns it).
+	StateEscalated
+	// StateStopped: shut down.
+	StateStopped
+)
+
+func (s State) String() string {
+	switch s {
+	case StateStarting:
+		return "starting"
+	case StateStandby:
+		return "standby"
+	case StateLeading:
+		return "leading"
+	case StateStopping:
+		return "stopping"
+	case StateRestarting:
+		return "restarting"
+	case StateEscalated:
+		return "escalated"
+	case StateStopped:
+		return "stopped"
+	default:
+		return "unknown"
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Status is a LeaseSupervisor's state as it last reported it: what
+// LeaseSupervisor.Status returns. It is a value: it does not change
+// afterwards.
+type Status struct {
+	LeaseID string `json:"lease_id"`
+	OwnerID string `json:"owner_id"`
+	State   State  `json:"state"`
+	// Since is when the supervisor entered State.
+	Since time.Time `json:"since"`
+
+	// Term and Token are the current term's while leading or stopping, and
+	// the last term's afterwards ("" and 0 before the first).
+	Term  string      `json:"term,omitempty"`
+	Token lease.Token `json:"token,omitempty"`
+	// ValidUntil is until when the current term may act (leading and
+	// stopping only), on this process's clock.
+	ValidUntil time.Time `json:"valid_until,omitzero"`
+	// RenewedAt is when the lease was last renewed (leading only).
+	RenewedAt time.Time `json:"renewed_at,omitzero"`
+
+	// Holder is who holds the lease, as a standby last saw it (zero when
+	// unknown, or while this instance leads).
+	Holder lease.Holder `json:"holder,omitzero"`
+	// HoldOffUntil is when a standby that stepped down or resigned
+	// competes again.
+	HoldOffUntil time.Time `json:"hold_off_until,omitzero"`
+	// RetryAt is when the next acquisition attempt, or the end of a
+	// restart backoff, is due (standby and restarting).
+	RetryAt time.Time `json:"retry_at,omitzero"`
+
+	// Stuck counts the workloads of earlier terms that did not stop and
+	// may still run: no term starts until they have stopped.
+	Stuck int `json:"stuck,omitempty"`
+	// Restarts counts the terms that ended by a failure within the
+	// RestartPolicy's period.
+	Restarts int `json:"restarts,omitempty"`
+	// LastError is the last error: a failed acquisition, a lost lease, a
+	// failed workload; "" when none. LastErrorAt is when it happened.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// Leading reports whether the supervisor holds the lease and runs its
+// workload.
+func (s Status) Leading() bool { return s.State == StateLeading }
+
+// Remaining returns how long the current term stays valid without a
+// renewal, or 0 when not leading.
+func (s Status) Remaining() time.Duration {
+	if s.State != StateLeading && s.State != StateStopping {
+		return 0
+	}
+	return max(time.Until(s.ValidUntil), 0)
+}
+
+// renewedAt returns the send time of the Hold's last successful write.
+func (h *Hold) renewedAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sent
+}

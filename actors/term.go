@@ -1,0 +1,394 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/supervision"
+)
+
+// lead starts a term: Watchdog first, then Workload.
+func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
+	cfg := s.s.cfg
+	s.stopWatch()
+	s.disarm()
+	hold, err := NewHold(cfg.Lease, l, sent)
+	if err != nil { // cannot happen with a validated config; give the lease back
+		s.giveBack(l, sent)
+		s.failed(err)
+		s.escalate(c, err)
+		return
+	}
+	seq := s.s.shared.seq.Add(1)
+	s.claimTerm = lease.NewTerm() // the next term has an identity of its own
+	t := &term{seq: seq, hold: hold, token: l.Token, notify: new(atomic.Bool), stuck: new(atomic.Bool)}
+	t.notify.Store(true)
+	t.ctx, t.cancel = context.WithCancelCause(hold.Context())
+	t.dog = c.Spawn(WatchdogProps(cfg.Store, hold, cfg.Lease, cfg.Logger, s.s.emit))
+
+	live, self, root, sup := &s.s.shared.live, s.self, s.system.Root, s.s
+	live.add(seq, l.Token)
+	notify, stuck := t.notify, t.stuck
+	stopped := func() {
+		live.remove(seq)
+		if stuck.Load() {
+			sup.logAttrs(slog.LevelInfo, "a workload that did not stop in time has stopped", l.Token)
+			sup.emit(StuckWorkloadStopped{Subject: sup.subject(), Token: l.Token})
+		}
+		if notify.Load() {
+			root.Send(self, workloadStopped{seq: seq})
+		}
+	}
+	s.term, s.lastTerm, s.lastToken = t, l.Term, l.Token
+	s.s.shared.hold.Store(hold)
+	t.work = cfg.Workload.start(c, seq, Granted{Token: l.Token, Context: t.ctx, Hold: hold}, stopped)
+	s.setState(StateLeading)
+	s.backoff.Started(time.Now())
+	handover := s.seenOther
+	s.holder, s.seenOther = lease.Holder{}, false
+	s.s.logAttrs(slog.LevelInfo, "lease acquired; leading", l.Token, slog.Bool("handover", handover),
+		slog.String("term", l.Term))
+	s.s.emit(Acquired{Subject: s.s.subject(), Token: l.Token, ValidUntil: hold.ValidUntil(), Handover: handover})
+}
+
+// workloadExited handles a function workload's return: it decides how the
+// term ends. (Its workloadStopped arrives first.)
+func (s *supervisor) workloadExited(c actor.Context, msg workloadExited) {
+	t := s.term
+	if t == nil || t.seq != msg.term || s.state != StateLeading {
+		return
+	}
+	var lost *LostError
+	switch {
+	case errors.As(t.hold.Err(), &lost):
+		// It returned because the lease was lost (maybe before the
+		// watchdog's Poison message arrived): the term was lost.
+		s.endTerm(c, endLost, t.hold.Err())
+	case msg.err == nil:
+		s.endTerm(c, endStepDown, nil)
+	default:
+		s.endTerm(c, endFailed, msg.err)
+	}
+}
+
+// workloadStopped records that every part of term seq's workload has
+// stopped.
+func (s *supervisor) workloadStopped(c actor.Context, seq uint64) {
+	t := s.term
+	if t == nil || t.seq != seq {
+		return
+	}
+	t.workDone = true
+	if s.state == StateStopping {
+		s.maybeFinish(c)
+	}
+	// While leading, the workload's exit (workloadExited, or its actor's
+	// Terminated) decides how the term ends.
+}
+
+// terminated handles a child's termination.
+func (s *supervisor) terminated(c actor.Context, who *actor.PID) {
+	t := s.term
+	if t == nil {
+		return
+	}
+	switch {
+	case who.Equal(t.dog):
+		t.dogDone = true
+		if s.state == StateLeading {
+			if t.hold.Poison(PoisonStoreError, errWatchdogStopped) {
+				s.s.logAttrs(slog.LevelWarn, "lease poisoned", t.token, slog.String("reason", PoisonStoreError.String()),
+					slog.Any("error", errWatchdogStopped))
+				s.s.emit(Poisoned{Subject: s.s.subject(), Token: t.token, Reason: PoisonStoreError, Err: t.hold.Err()})
+			}
+			s.endTerm(c, endLost, t.hold.Err())
+			return
+		}
+		s.maybeFinish(c)
+	case who.Equal(t.work.pid):
+		t.workActorDone = true
+		if s.state != StateLeading {
+			return
+		}
+		var lost *LostError
+		switch {
+		case errors.As(t.hold.Err(), &lost):
+			s.endTerm(c, endLost, t.hold.Err())
+		case t.failure != nil:
+			s.endTerm(c, endFailed, t.failure)
+		default:
+			s.endTerm(c, endStepDown, nil) // the actor stopped itself
+		}
+	}
+}
+
+// endTerm starts ending the current term: the workload is told to stop (its
+// context cancelled with the cause, its actor stopped), renewals stop, and
+// the term finishes once the workload and the watchdog have stopped.
+func (s *supervisor) endTerm(c actor.Context, end termEnd, cause error) {
+	t := s.term
+	t.end, t.cause = end, cause
+	switch end {
+	case endLost:
+		t.cancel(t.hold.Err()) // already cancelled with it by the poisoned Hold
+	case endResigned:
+		t.cancel(ErrResigned)
+	default:
+		t.cancel(ErrWorkloadExited)
+	}
+	t.hold.MarkReleased() // no token and no renewal from now on (a poisoned Hold stays poisoned)
+	if end == endLost {
+		s.failed(cause)
+	} else if end == endFailed {
+		s.failed(fmt.Errorf("%w: %w", ErrWorkloadExited, cause))
+		s.s.logAttrs(slog.LevelWarn, "workload failed while leading", t.token, slog.Any("error", cause))
+		s.s.emit(WorkloadExited{Subject: s.s.subject(), Token: t.token, Err: cause})
+	}
+	if !t.workActorDone {
+		c.Stop(t.work.pid)
+		t.workActorDone = true // a second Stop would be a dead letter
+	}
+	if !t.dogDone {
+		c.Stop(t.dog)
+	}
+	t.stopUntil = time.Now().Add(s.s.cfg.Lease.EffectiveStopTimeout())
+	s.arm(time.Until(t.stopUntil))
+	s.setState(StateStopping)
+	s.maybeFinish(c)
+}
+
+// maybeFinish finishes the ending term once its workload and watchdog have
+// stopped.
+func (s *supervisor) maybeFinish(c actor.Context) {
+	if t := s.term; t != nil && t.workDone && t.dogDone {
+		s.finishTerm(c)
+	}
+}
+
+// stopOverdue handles the stop budget running out. A term whose workload has
+// not stopped is stuck: reported, its lease neither renewed nor released (it
+// expires at the store), and no term starts until the workload stops. A
+// watchdog that has not stopped yet is not waited for any longer.
+func (s *supervisor) stopOverdue(c actor.Context) {
+	t := s.term
+	if t == nil {
+		return
+	}
+	if t.workDone {
+		s.finishTerm(c)
+		return
+	}
+	budget := s.s.cfg.Lease.EffectiveStopTimeout()
+	s.stuckWorkload(t, budget)
+	s.term = nil
+	s.s.shared.hold.CompareAndSwap(t.hold, nil)
+	s.next(c, t, ErrWorkloadStuck)
+}
+
+// stuckWorkload reports a workload that did not stop within budget.
+func (s *supervisor) stuckWorkload(t *term, budget time.Duration) {
+	t.stuck.Store(true)
+	s.failed(fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token))
+	s.s.logAttrs(slog.LevelError, "workload did not stop in time; its lease is neither renewed nor released",
+		t.token, slog.Duration("timeout", budget))
+	s.s.emit(WorkloadStopTimeout{Subject: s.s.subject(), Token: t.token, Timeout: budget})
+	s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: ErrWorkloadStuck})
+}
+
+// finishTerm ends a term whose workload has stopped: the lease is released
+// if it may still be ours, and the supervisor moves on.
+func (s *supervisor) finishTerm(c actor.Context) {
+	t := s.term
+	s.term = nil
+	s.s.shared.hold.CompareAndSwap(t.hold, nil)
+	s.disarm()
+	err := s.releaseTerm(t)
+	s.next(c, t, err)
+}
+
+// releaseTerm releases t's lease, unless the store said it is lost or its
+// validity has ended, and reports the outcome. It returns the error a
+// Resign reports.
+func (s *supervisor) releaseTerm(t *term) error {
+	var lost *LostError
+	if errors.As(t.hold.Err(), &lost) && lost.Reason == PoisonLost {
+		return nil // not ours any more: nothing to release
+	}
+	validUntil := t.hold.ValidUntil()
+	if !time.Now().Before(validUntil) {
+		s.s.logAttrs(slog.LevelWarn, "lease not released: its validity has ended; it expires at the store", t.token)
+		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: ErrExpired})
+		return nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), validUntil)
+	defer cancel()
+	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
+	defer cancel2()
+	if err := s.s.cfg.Store.Release(ctx, t.hold.Lease()); err != nil {
+		if errors.Is(err, lease.ErrLost) {
+			return nil
+		}
+		s.s.logAttrs(slog.LevelWarn, "lease not released; it expires at the store", t.token, slog.Any("error", err))
+		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: err})
+		return fmt.Errorf("actors: release: %w", err)
+	}
+	s.s.logAttrs(slog.LevelInfo, "lease released", t.token)
+	s.s.emit(Released{Subject: s.s.subject(), Token: t.token})
+	return nil
+}
+
+// next moves on after term t ended: a restart after a loss or a failure,
+// standby after a step down or a resignation. err is what a Resign waiting
+// for t is told.
+func (s *supervisor) next(c actor.Context, t *term, err error) {
+	switch t.end {
+	case endLost, endFailed:
+		cause := t.cause
+		if t.end == endFailed {
+			cause = fmt.Errorf("%w: %w", ErrWorkloadExited, t.cause)
+		}
+		s.restart(c, cause)
+	case endStepDown:
+		s.holdOff = time.Now().Add(s.s.retryDelay())
+		s.s.logAttrs(slog.LevelInfo, "workload stepped down; standing by", t.token, slog.Time("hold_off_until", s.holdOff))
+		s.s.emit(SteppedDown{Subject: s.s.subject(), Token: t.token})
+		s.standby(c)
+	case endResigned:
+		s.s.logAttrs(slog.LevelInfo, "resigned; standing by", t.token, slog.Time("hold_off_until", s.holdOff))
+		s.s.emit(SteppedDown{Subject: s.s.subject(), Token: t.token, Resigned: true})
+		s.standby(c)
+	}
+	if t.end == endLost || t.end == endFailed || t.stuck.Load() {
+		if err == nil && t.stuck.Load() {
+			err = fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token)
+		}
+	}
+	for _, r := range t.resigns {
+		r.reply <- err
+	}
+}
+
+// resign handles Resign.
+func (s *supervisor) resign(c actor.Context, r resignRequest) {
+	until := time.Now().Add(r.holdOff)
+	if until.After(s.holdOff) {
+		s.holdOff = until
+	}
+	switch t := s.term; {
+	case t != nil && s.state == StateLeading:
+		t.resigns = append(t.resigns, r)
+		s.endTerm(c, endResigned, ErrResigned)
+	case t != nil: // already stopping: answered when it has finished
+		t.resigns = append(t.resigns, r)
+	default:
+		r.reply <- nil
+		s.publish()
+	}
+}
+
+// restart applies the RestartPolicy after a term ended with cause.
+func (s *supervisor) restart(c actor.Context, cause error) {
+	p := s.s.cfg.Restart
+	now := time.Now()
+	keep := s.restarts[:0]
+	for _, at := range s.restarts {
+		if now.Sub(at) < p.within() {
+			keep = append(keep, at)
+		}
+	}
+	s.restarts = append(keep, now)
+	if limit := p.maxRestarts(); limit >= 0 && len(s.restarts) > limit {
+		s.escalate(c, tooManyRestarts(len(s.restarts), p.within(), cause))
+		return
+	}
+	delay := s.backoff.Failed(now)
+	s.s.logAttrs(slog.LevelInfo, "term ended; standing by again after a backoff", 0,
+		slog.Duration("delay", delay), slog.Int("attempt", s.backoff.Attempt()), slog.Any("cause", cause))
+	s.s.emit(Restarting{Subject: s.s.subject(), Attempt: s.backoff.Attempt(), Delay: delay, Cause: cause})
+	s.arm(delay)
+	s.setState(StateRestarting)
+}
+
+// escalate hands err to the parent supervisor.
+func (s *supervisor) escalate(c actor.Context, err error) {
+	s.disarm()
+	s.stopWatch()
+	s.setState(StateEscalated)
+	s.s.logAttrs(slog.LevelError, "escalating to the parent", 0, slog.Any("error", err))
+	s.s.emit(Escalated{Subject: s.s.subject(), Restarts: len(s.restarts), Err: err})
+	if sup, ok := c.(actor.Supervisor); ok {
+		sup.EscalateFailure(err, c.Message())
+		return
+	}
+	// A context decorator hides the escalation: stop instead, so that the
+	// parent at least sees this supervisor terminate.
+	c.Stop(c.Self())
+}
+
+// shutdown stops everything the supervisor started: on Stopping, and on
+// Restarting by its parent. It blocks (bounded): protoactor stops the
+// children right after it returns.
+func (s *supervisor) shutdown(c actor.Context) {
+	s.disarm()
+	s.stopWatch()
+	if s.cancelLive != nil {
+		s.cancelLive()
+		s.cancelLive, s.waitLive = nil, 0
+	}
+	if t := s.term; t != nil {
+		s.term = nil
+		s.s.shared.hold.CompareAndSwap(t.hold, nil)
+		t.notify.Store(false) // this incarnation will not be there to hear it
+		if s.state == StateLeading {
+			t.end = endResigned
+			t.cancel(supervision.ErrShutdown)
+			t.hold.MarkReleased()
+			t.stopUntil = time.Now().Add(s.s.cfg.Lease.EffectiveStopTimeout())
+		}
+		if !t.workActorDone {
+			c.Stop(t.work.pid)
+		}
+		var released error
+		if stopped := waitUntil(t.work.done, t.stopUntil); stopped {
+			if !t.dogDone {
+				quiesce(c, t.dog, s.s.cfg.Lease.EffectiveStopTimeout())
+			}
+			released = s.releaseTerm(t)
+		} else {
+			s.stuckWorkload(t, s.s.cfg.Lease.EffectiveStopTimeout())
+			released = fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token)
+		}
+		for _, r := range t.resigns {
+			r.reply <- released
+		}
+	}
+	s.setState(StateStopped)
+}
+
+// waitUntil waits for done until deadline, and reports whether it closed.
+func waitUntil(done <-chan struct{}, deadline time.Time) bool {
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
