@@ -265,10 +265,8 @@ func (s *supervisor) next(c actor.Context, t *term, err error) {
 		s.s.emit(SteppedDown{Subject: s.s.subject(), Token: t.token, Resigned: true})
 		s.standby(c)
 	}
-	if t.end == endLost || t.end == endFailed || t.stuck.Load() {
-		if err == nil && t.stuck.Load() {
-			err = fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token)
-		}
+	if err == nil && t.stuck.Load() {
+		err = fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token)
 	}
 	for _, r := range t.resigns {
 		r.reply <- err
