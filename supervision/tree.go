@@ -66,9 +66,10 @@ type Tree struct {
 
 // New validates spec and returns a tree ready to run. It reports every
 // problem found, each wrapping ErrInvalidSpec and naming the child's path:
-// duplicate or malformed names, children with no (or more than one) of
-// Props, Func and Tree, negative timeouts or periods, and backoffs whose cap
-// is below their base. New copies spec and never changes it.
+// duplicate or malformed names (empty, or containing '/' or '#'), children
+// with no (or more than one) of Props, Func, Service and Tree, negative
+// timeouts or periods, and backoffs whose cap is below their base. New
+// copies spec and never changes it.
 func New(spec Spec, opts Options) (*Tree, error) {
 	if err := validate(&spec); err != nil {
 		return nil, err
