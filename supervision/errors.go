@@ -32,6 +32,19 @@ var (
 	// cancelled when the child is stopped.
 	ErrShutdown = errors.New("supervision: shutdown")
 
+	// ErrDoNotRestart, as the reason a started child exits with (returned
+	// by a Func or Service, or passed to Fail by an actor, wrapped or not),
+	// ends the child without a restart, whatever its RestartType, and
+	// without counting towards the intensity. The child stays in its
+	// supervisor, stopped, with the reason as its last failure (a Temporary
+	// one is removed, as after any exit), and is not started again with its
+	// group under OneForAll or RestForOne; Tree.RestartChild starts it. It
+	// is suture's ErrDoNotRestart, and what OTP does for a transient child
+	// that exits with reason shutdown, extended to every restart type and
+	// to group restarts. A child that fails to start with it has failed to
+	// start.
+	ErrDoNotRestart = errors.New("supervision: do not restart")
+
 	// ErrRunning reports a second Run of a Tree, or a second instance of its
 	// Props, while one is running.
 	ErrRunning = errors.New("supervision: tree already running")
@@ -127,13 +140,15 @@ func (e *IntensityError) Unwrap() []error {
 // shutdown time ran out. It was abandoned: its goroutine may still be
 // running.
 type Unstopped struct {
-	Path    string
-	PID     *actor.PID
-	Timeout time.Duration
+	Path    string        // the child's path, such as "app/workers/w1"
+	PID     *actor.PID    // the abandoned incarnation
+	Timeout time.Duration // the shutdown time it was given
 }
 
-// UnstoppedError lists the children that had not stopped when Run returned,
-// in the order they were abandoned.
+// UnstoppedError lists children that were abandoned after their shutdown
+// time and were still running when the error was made, in the order they
+// were abandoned: those of Run's instance when Run returned, those of the
+// whole tree in Tree.Unstopped, the child stopped in Tree.StopChild.
 type UnstoppedError struct {
 	Children []Unstopped
 }

@@ -29,7 +29,8 @@ type ChildStarted struct {
 }
 
 // ChildExited: a child exited by itself. Normal exits have a nil Reason;
-// abnormal exits carry it (a *PanicError for a panic).
+// abnormal exits carry it (a *PanicError for a panic; an error wrapping
+// ErrDoNotRestart for a child that is not to be restarted).
 type ChildExited struct {
 	Time        time.Time
 	Supervisor  string
@@ -64,8 +65,8 @@ type ChildStopped struct {
 }
 
 // StopTimedOut: a child did not stop within its shutdown time and was
-// abandoned. It is listed in the UnstoppedError of Run if it still has not
-// stopped when Run returns.
+// abandoned. It is listed by Tree.Unstopped until it exits, and in the
+// UnstoppedError of Run if it still has not stopped when Run returns.
 type StopTimedOut struct {
 	Time        time.Time
 	Supervisor  string

@@ -10,8 +10,9 @@ import (
 )
 
 // instance is one running incarnation of a Tree: the actor system it runs
-// in, its root supervisor, its event bus, and the children abandoned after
-// a shutdown timeout. All supervisors of the tree share it.
+// in, its root supervisor and its event bus. All supervisors of the tree
+// share it. The children it abandons are kept by the Tree, which outlives
+// it (see Tree.Unstopped).
 type instance struct {
 	tree *Tree
 	sys  *actor.ActorSystem
@@ -20,15 +21,15 @@ type instance struct {
 	done chan struct{} // closed when the root supervisor has stopped
 
 	finishOnce sync.Once
-
-	mu        sync.Mutex
-	abandoned []abandonedChild
+	claimed    bool // it became the tree's running instance; guarded by tree.mu
 }
 
+// abandonedChild is an incarnation abandoned after its shutdown time that
+// has not exited yet.
 type abandonedChild struct {
-	pid      *actor.PID
-	u        Unstopped
-	resolved bool
+	inst *instance
+	pid  *actor.PID
+	u    Unstopped
 }
 
 func newInstance(t *Tree, sys *actor.ActorSystem) *instance {
@@ -67,37 +68,17 @@ func (i *instance) finish() {
 		i.tree.release(i)
 		close(i.done)
 		i.bus.close()
+		i.tree.finished(i)
 	})
 }
 
-func (i *instance) abandon(pid *actor.PID, u Unstopped) {
-	i.mu.Lock()
-	i.abandoned = append(i.abandoned, abandonedChild{pid: pid, u: u})
-	i.mu.Unlock()
-}
+// abandon records an incarnation that did not stop in time; resolve
+// records that it has exited. Links call both with their lock held, so
+// that an exit is never recorded before the abandonment it resolves.
+func (i *instance) abandon(pid *actor.PID, u Unstopped) { i.tree.abandon(i, pid, u) }
 
-func (i *instance) resolve(pid *actor.PID) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for k := range i.abandoned {
-		if i.abandoned[k].pid == pid {
-			i.abandoned[k].resolved = true
-		}
-	}
-}
+func (i *instance) resolve(pid *actor.PID) { i.tree.resolve(pid) }
 
-// unstopped reports the abandoned children that have not stopped yet.
-func (i *instance) unstopped() *UnstoppedError {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	var out []Unstopped
-	for _, a := range i.abandoned {
-		if !a.resolved {
-			out = append(out, a.u)
-		}
-	}
-	if out == nil {
-		return nil
-	}
-	return &UnstoppedError{Children: out}
-}
+// unstopped reports the children this instance abandoned that have not
+// stopped yet.
+func (i *instance) unstopped() *UnstoppedError { return i.tree.unstopped(i) }

@@ -123,17 +123,19 @@ func (l *link) forget(pid *actor.PID) {
 
 // abandon marks an incarnation that did not stop in time. Its record is
 // kept until it exits, and the link stays registered until then.
+// It is reported to the instance under the link's lock, as its exit is:
+// otherwise an exit racing with the abandonment could be reported first,
+// and the incarnation would be listed as running forever.
 func (l *link) abandon(pid *actor.PID, u Unstopped) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	r := l.recLocked(pid)
-	exited := r.isExited
-	if exited {
+	if r.isExited {
 		delete(l.recs, pid)
-	} else {
-		r.abandoned = true
+		return
 	}
-	l.mu.Unlock()
-	if !exited && l.inst != nil {
+	r.abandoned = true
+	if l.inst != nil {
 		l.inst.abandon(pid, u)
 	}
 }
@@ -210,14 +212,14 @@ func (l *link) SendSystemMessage(_ *actor.PID, message any) {
 		abandoned := r.abandoned
 		if abandoned {
 			delete(l.recs, m.Who)
+			if l.inst != nil {
+				l.inst.resolve(m.Who)
+			}
 		} else {
 			l.forwardLocked(childExited{m.Who})
 		}
 		unregister := abandoned && l.closed && !l.anyAbandonedLocked()
 		l.mu.Unlock()
-		if abandoned && l.inst != nil {
-			l.inst.resolve(m.Who)
-		}
 		if unregister {
 			l.sys.ProcessRegistry.Remove(l.pid)
 		}

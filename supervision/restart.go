@@ -1,6 +1,7 @@
 package supervision
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,11 +55,25 @@ func (s *supervisor) afterExit(c *child, reason error) {
 	case c.spec.Restart == Temporary:
 		s.remove(c)
 		s.publish()
+	case doNotRestart(reason):
+		c.held = true
+		s.publish()
 	case c.spec.Restart == Transient && reason == nil:
 		s.publish()
 	default:
 		s.restart(c, reason)
 	}
+}
+
+// doNotRestart reports whether a started child's exit reason asks for no
+// restart. A failure to start (a *StartError, a nested tree's
+// *IntensityError) is the supervisor's own reason, not the child's.
+func doNotRestart(reason error) bool {
+	switch reason.(type) {
+	case nil, *StartError, *IntensityError:
+		return false
+	}
+	return errors.Is(reason, ErrDoNotRestart)
 }
 
 // restart counts a restart against the intensity, stops the rest of c's
@@ -140,8 +155,12 @@ func (s *supervisor) allowRestart(now time.Time) bool {
 	return len(s.restarts) <= spec.Intensity
 }
 
-// group returns the children to restart with c, in start order: those that
-// run or wait for a restart.
+// group returns the children to restart with c, in start order. As in
+// OTP, that is every child of the group, running or not, except those that
+// exited with ErrDoNotRestart: a transient child that exited normally is
+// started again with its group. (Temporary children are removed when they
+// exit, so only running ones are in the group; they are stopped, and
+// removed instead of restarted.)
 func (s *supervisor) group(c *child) []*child {
 	if s.cfg.spec.Strategy == OneForOne {
 		return []*child{c}
@@ -157,7 +176,7 @@ func (s *supervisor) group(c *child) []*child {
 		if s.cfg.spec.Strategy == RestForOne && !seen {
 			continue
 		}
-		if x.pid != nil || x.state == StateBackoff || x.state == StateStarting {
+		if !x.held {
 			out = append(out, x)
 		}
 	}

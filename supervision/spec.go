@@ -38,10 +38,14 @@ const (
 	// OneForOne restarts only the child that exited.
 	OneForOne Strategy = iota
 	// OneForAll stops every other child (in reverse start order) and then
-	// restarts them all in start order.
+	// restarts them all in start order. As in OTP, "all" includes the
+	// transient children that have exited normally: they are started again
+	// with the group. Temporary children, and children that exited with
+	// ErrDoNotRestart, are not.
 	OneForAll
 	// RestForOne stops the children started after the one that exited (in
-	// reverse order) and restarts it and them in start order. Use it when
+	// reverse order) and restarts it and them in start order, with the same
+	// rules as OneForAll for children that are not running. Use it when
 	// later children depend on earlier ones.
 	RestForOne
 )
@@ -55,7 +59,8 @@ const (
 	// exits alike.
 	Permanent RestartType = iota
 	// Transient children are restarted only after an abnormal exit (a panic
-	// or a failure); a normal exit leaves them stopped, still in the spec.
+	// or a failure); a normal exit leaves them stopped, still in the spec,
+	// until their group is restarted (see OneForAll).
 	Transient
 	// Temporary children are never restarted, and are removed from the
 	// supervisor when they exit. Their exits never count towards intensity.
@@ -98,8 +103,9 @@ type Backoff struct {
 // DefaultIntensity restarts in DefaultPeriod.
 type Spec struct {
 	// Name names the root supervisor: its actor id under Run, and the first
-	// element of every path in events and snapshots. Empty means "tree".
-	// The name of a nested Spec is ignored: its ChildSpec.Name is used.
+	// element of every path in events and snapshots. Empty means "tree";
+	// it must not contain '/' or '#'. The name of a nested Spec is ignored:
+	// its ChildSpec.Name is used.
 	Name string
 
 	Strategy Strategy
@@ -116,12 +122,22 @@ type Spec struct {
 	Children []ChildSpec
 }
 
-// ChildSpec declares one child of a supervisor. Exactly one of Props, Func
-// and Tree says what the child runs.
+// Service is a child that runs until its context is done, as a suture v4
+// service does: ChildSpec.Service runs it exactly as ChildSpec.Func runs
+// Serve. Returning nil is a normal exit; returning an error, or panicking,
+// an abnormal one; an error wrapping ErrDoNotRestart ends it for good.
+type Service interface {
+	Serve(ctx context.Context) error
+}
+
+// ChildSpec declares one child of a supervisor. Exactly one of Props, Func,
+// Service and Tree says what the child runs.
 type ChildSpec struct {
 	// Name identifies the child among its siblings; it must be non-empty and
-	// must not contain '/'. The child's actor id is the supervisor's id, '/',
-	// and Name, so that a PID held by users keeps working across restarts.
+	// must not contain '/' or '#'. The child's actor id is the supervisor's
+	// id, '/', and Name, and is kept across restarts, so that a PID held by
+	// users keeps working; except while an abandoned incarnation still
+	// holds it (see "The message path" in the package documentation).
 	Name string
 
 	// Props runs any protoactor-go actor, for example the actors package's
@@ -137,10 +153,17 @@ type ChildSpec struct {
 	Props *actor.Props
 
 	// Func runs a function in a goroutine as the child. Returning nil is a
-	// normal exit; returning an error, or panicking, is an abnormal exit.
-	// ctx is cancelled, with cause ErrShutdown, when the child is to stop;
-	// the function must then return.
+	// normal exit; returning an error, or panicking, is an abnormal exit;
+	// returning an error that wraps ErrDoNotRestart ends the child without
+	// a restart. ctx is cancelled, with cause ErrShutdown, when the child is
+	// to stop; the function must then return. Until it has returned, the
+	// child has not stopped: one that ignores ctx is abandoned after its
+	// Shutdown time and reported (see Tree.Unstopped).
 	Func func(ctx context.Context) error
+
+	// Service runs Service.Serve as Func runs a function: a child with a
+	// Service is a Func child in every respect (its Kind is KindFunc).
+	Service Service
 
 	// Tree runs a nested supervisor with its own strategy, intensity and
 	// children. When it exceeds its intensity it exits abnormally with an
@@ -173,7 +196,7 @@ type Kind uint8
 const (
 	// KindActor is a child given by Props.
 	KindActor Kind = iota
-	// KindFunc is a child given by Func.
+	// KindFunc is a child given by Func or Service.
 	KindFunc
 	// KindSupervisor is a nested tree, or the root supervisor itself.
 	KindSupervisor
@@ -211,7 +234,7 @@ func (c *ChildSpec) kind() Kind {
 	switch {
 	case c.Tree != nil:
 		return KindSupervisor
-	case c.Func != nil:
+	case c.Func != nil, c.Service != nil:
 		return KindFunc
 	default:
 		return KindActor

@@ -82,3 +82,48 @@ func TestStrategyRestartsWithBackoff(t *testing.T) {
 		require.NoError(t, r.stop())
 	})
 }
+
+// TestGroupRestartsAndTransientChildren pins what OTP's supervisor does
+// with a transient child that has exited normally: its exit restarts
+// nothing, neither the child nor its siblings; but when a sibling's exit
+// later restarts the group, the transient child is started again with it
+// (OTP restarts every non-temporary child of the group, running or not).
+func TestGroupRestartsAndTransientChildren(t *testing.T) {
+	for _, tc := range []struct {
+		strategy supervision.Strategy
+		fail     string
+		inc      []uint64 // incarnations of a, t, c after the failure
+	}{
+		{supervision.OneForAll, "a", []uint64{2, 2, 2}},
+		{supervision.OneForAll, "c", []uint64{2, 2, 2}},
+		{supervision.RestForOne, "a", []uint64{2, 2, 2}},
+		{supervision.RestForOne, "c", []uint64{1, 1, 2}}, // t is before c: not in the group
+	} {
+		t.Run(tc.strategy.String()+"/"+tc.fail, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				j := &journal{}
+				r := start(t, supervision.Spec{Name: "app", Strategy: tc.strategy, Children: []supervision.ChildSpec{
+					{Name: "a", Props: worker("a", j), Backoff: immediate},
+					{Name: "t", Props: worker("t", j), Restart: supervision.Transient, Backoff: immediate},
+					{Name: "c", Props: worker("c", j), Backoff: immediate},
+				}}, supervision.Options{})
+				j.take()
+				r.takeEvents()
+
+				r.send("t", quit{})
+				assert.Equal(t, []string{"stop t"}, j.take(), "a normal exit of a transient child restarts nothing")
+				assert.Equal(t, []uint64{1, 1, 1}, r.incarnations("a", "t", "c"))
+				assert.Equal(t, supervision.StateStopped, r.child("t").State)
+
+				r.send(tc.fail, boom{})
+				assert.Equal(t, tc.inc, r.incarnations("a", "t", "c"))
+				want := supervision.StateStopped
+				if tc.inc[1] == 2 {
+					want = supervision.StateRunning
+				}
+				assert.Equal(t, want, r.child("t").State)
+				require.NoError(t, r.stop())
+			})
+		})
+	}
+}

@@ -56,6 +56,7 @@ type child struct {
 	state       State
 	restarts    int
 
+	held     bool // it exited with ErrDoNotRestart: no restart until started by hand
 	bo       backoff.Backoff
 	attempts int // consecutive failures, for Immediate backoffs
 	dueAt    time.Time
@@ -146,7 +147,11 @@ func (s *supervisor) newChild(cs ChildSpec) *child {
 	case KindActor:
 		c.props = cs.Props
 	case KindFunc:
-		c.props = funcProps(cs.Func)
+		fn := cs.Func
+		if fn == nil {
+			fn = cs.Service.Serve
+		}
+		c.props = funcProps(fn)
 	case KindSupervisor:
 		c.node = &liveNode{}
 		c.node.store(specView(cs.Tree, cs.Name, c.path))
@@ -162,12 +167,7 @@ func (s *supervisor) newChild(cs ChildSpec) *child {
 func (s *supervisor) startChild(c *child) error {
 	c.state = StateStarting
 	s.publish()
-	id := s.self.Id + "/" + c.spec.Name
-	pid, err := spawnChild(s.sys, s.link, id, c.props)
-	if errors.Is(err, actor.ErrNameExists) {
-		// An abandoned incarnation still holds the name.
-		pid, err = spawnChild(s.sys, s.link, fmt.Sprintf("%s#%d", id, c.incarnation+1), c.props)
-	}
+	pid, err := s.spawnIncarnation(c)
 	if err != nil {
 		c.state = StateStopped
 		return &StartError{Path: c.path, Reason: err}
@@ -203,10 +203,27 @@ func (s *supervisor) startChild(c *child) error {
 	}
 	c.pid = pid
 	c.incarnation++
+	c.held = false
 	c.state = StateRunning
 	c.bo.Started(time.Now())
 	s.publish()
 	return nil
+}
+
+// spawnIncarnation spawns a new incarnation of c under its id: the
+// supervisor's id, '/', and its name. protoactor-go registers one actor per
+// id, and an abandoned incarnation keeps its id until it exits; while it
+// does, the new incarnation takes the id with the suffix "#n", n being its
+// incarnation number, or the first number above it whose id is free. Names
+// contain no '#', so a suffixed id is never another child's.
+func (s *supervisor) spawnIncarnation(c *child) (*actor.PID, error) {
+	id := s.self.Id + "/" + c.spec.Name
+	pid, err := spawnChild(s.sys, s.link, id, c.props)
+	// Each id taken is held by a live actor, so this ends.
+	for n := c.incarnation + 1; errors.Is(err, actor.ErrNameExists); n++ {
+		pid, err = spawnChild(s.sys, s.link, fmt.Sprintf("%s#%d", id, n), c.props)
+	}
+	return pid, err
 }
 
 func closed(ch <-chan struct{}) bool {

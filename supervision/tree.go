@@ -58,13 +58,18 @@ type Tree struct {
 	inst    *instance     // the running instance, if any
 	up      bool          // inst has started all its children
 	changed chan struct{} // closed and replaced when inst or up changes
+
+	live      int               // claimed instances that have not finished
+	abandoned []*abandonedChild // abandoned incarnations still running, oldest first
+	stopped   chan struct{}     // see Stopped; replaced when a start follows a close
 }
 
 // New validates spec and returns a tree ready to run. It reports every
 // problem found, each wrapping ErrInvalidSpec and naming the child's path:
-// duplicate or malformed names, children with no (or more than one) of
-// Props, Func and Tree, negative timeouts or periods, and backoffs whose cap
-// is below their base. New copies spec and never changes it.
+// duplicate or malformed names (empty, or containing '/' or '#'), children
+// with no (or more than one) of Props, Func, Service and Tree, negative
+// timeouts or periods, and backoffs whose cap is below their base. New
+// copies spec and never changes it.
 func New(spec Spec, opts Options) (*Tree, error) {
 	if err := validate(&spec); err != nil {
 		return nil, err
@@ -75,6 +80,7 @@ func New(spec Spec, opts Options) (*Tree, error) {
 		logger:  actorsys.Logger(opts.Logger),
 		root:    &liveNode{},
 		changed: make(chan struct{}),
+		stopped: make(chan struct{}),
 	}
 	t.opts.Hooks = slices.Clone(opts.Hooks)
 	if t.opts.EventBuffer <= 0 {
@@ -102,6 +108,11 @@ func (t *Tree) Name() string { return t.spec.Name }
 //
 // Users send messages straight to the children's PIDs (see Snapshot): the
 // supervisor is never on the message path.
+//
+// The actor terminates once every child has stopped or has been abandoned
+// after its shutdown time; abandoned children may still be running then.
+// Whoever spawned it learns which ones from Unstopped, and when the last
+// of them has exited from Stopped.
 func (t *Tree) Props() *actor.Props {
 	return t.props(nil)
 }
@@ -127,7 +138,8 @@ func (t *Tree) props(inst *instance) *actor.Props {
 // supervisor exceeded its restart intensity; and, joined to any of these, an
 // *UnstoppedError listing the children that had not stopped within their
 // shutdown time when Run returned. A second Run while one is in progress
-// returns ErrRunning.
+// returns ErrRunning. Children reported as not stopped may still be
+// running after Run has returned: Stopped is closed once they have exited.
 func (t *Tree) Run(ctx context.Context) error {
 	if !t.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -165,6 +177,110 @@ func (t *Tree) Run(ctx context.Context) error {
 		result = errors.Join(result, report)
 	}
 	return result
+}
+
+// ServeBackground runs the tree with Run in a new goroutine and returns
+// once the tree runs with all its children started, or once Run has
+// returned (it failed to start, ctx was done, or another instance runs).
+// The returned channel, buffered, receives Run's result when Run returns:
+// after ctx is done, that is when everything it started has stopped or has
+// been reported as not stopping. It follows suture v4's
+// Supervisor.ServeBackground; the goroutine ends with Run.
+func (t *Tree) ServeBackground(ctx context.Context) <-chan error {
+	errc := make(chan error, 1)
+	returned := make(chan struct{})
+	go func() {
+		errc <- t.Run(ctx)
+		close(returned)
+	}()
+	for {
+		t.mu.Lock()
+		up, changed := t.up, t.changed
+		t.mu.Unlock()
+		if up {
+			return errc
+		}
+		select {
+		case <-changed:
+		case <-returned:
+			return errc
+		}
+	}
+}
+
+// Stopped returns a channel that is closed once nothing the tree started
+// still runs: its instance (under Run or as Props) has stopped, and every
+// child it abandoned after a shutdown timeout has exited. For a Func or
+// Service child that means its function has returned; for an actor child,
+// that the actor has terminated; for a nested tree, that its supervisor has
+// terminated and that every child it abandoned has exited in turn.
+//
+// Before the tree first starts, and while it runs, the channel is open. A
+// child that never returns keeps it open forever: Unstopped names it, so
+// select on the channel beside a timer. Once closed, a channel stays
+// closed; when the tree is started again, Stopped returns a new one.
+//
+// Whoever spawned Props learns, after the root actor has terminated, what
+// is still running: Stopped is closed exactly when Unstopped is nil.
+func (t *Tree) Stopped() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stopped
+}
+
+// Unstopped lists the children the tree abandoned after their shutdown
+// time that are still running, in the order they were abandoned, at any
+// depth and from any instance of the tree; or returns nil if there are
+// none. An abandoned child leaves the list when it exits. The supervisors
+// that are still stopping are not listed (see Stopped).
+func (t *Tree) Unstopped() *UnstoppedError {
+	return t.unstopped(nil)
+}
+
+// unstopped reports the abandoned children still running: those of inst,
+// or all of them if inst is nil.
+func (t *Tree) unstopped(inst *instance) *UnstoppedError {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Unstopped
+	for _, a := range t.abandoned {
+		if inst == nil || a.inst == inst {
+			out = append(out, a.u)
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return &UnstoppedError{Children: out}
+}
+
+func (t *Tree) abandon(inst *instance, pid *actor.PID, u Unstopped) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.abandoned = append(t.abandoned, &abandonedChild{inst: inst, pid: pid, u: u})
+}
+
+func (t *Tree) resolve(pid *actor.PID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.abandoned = slices.DeleteFunc(t.abandoned, func(a *abandonedChild) bool { return a.pid == pid })
+	t.closeIfStoppedLocked()
+}
+
+// finished records that inst has stopped and delivered its events.
+func (t *Tree) finished(inst *instance) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if inst.claimed {
+		t.live--
+		t.closeIfStoppedLocked()
+	}
+}
+
+func (t *Tree) closeIfStoppedLocked() {
+	if t.live == 0 && len(t.abandoned) == 0 && !closed(t.stopped) {
+		close(t.stopped)
+	}
 }
 
 // DroppedEvents returns how many events were dropped because the hooks fell
@@ -223,6 +339,13 @@ func (t *Tree) claim(inst *instance) error {
 		return ErrRunning
 	}
 	t.inst = inst
+	if !inst.claimed {
+		inst.claimed = true
+		t.live++
+		if closed(t.stopped) {
+			t.stopped = make(chan struct{})
+		}
+	}
 	t.notifyLocked()
 	return nil
 }

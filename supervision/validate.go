@@ -14,9 +14,7 @@ func validate(spec *Spec) error {
 		name = "tree"
 	}
 	var errs []error
-	if strings.Contains(name, "/") {
-		errs = append(errs, invalid(name, "name must not contain '/'"))
-	}
+	errs = validateName(name, name, errs)
 	errs = validateSpec(spec, name, map[*Spec]bool{}, errs)
 	return errors.Join(errs...)
 }
@@ -51,21 +49,21 @@ func validateChild(c *ChildSpec, parent string, seen map[*Spec]bool, errs []erro
 	case c.Name == "":
 		path = fmt.Sprintf("%s/[unnamed]", parent)
 		errs = append(errs, invalid(path, "empty name"))
-	case strings.Contains(c.Name, "/"):
-		errs = append(errs, invalid(path, "name must not contain '/'"))
+	default:
+		errs = validateName(c.Name, path, errs)
 	}
 	producers := 0
-	for _, set := range []bool{c.Props != nil, c.Func != nil, c.Tree != nil} {
+	for _, set := range []bool{c.Props != nil, c.Func != nil, c.Service != nil, c.Tree != nil} {
 		if set {
 			producers++
 		}
 	}
 	switch producers {
 	case 0:
-		errs = append(errs, invalid(path, "missing producer: set one of Props, Func and Tree"))
+		errs = append(errs, invalid(path, "missing producer: set one of Props, Func, Service and Tree"))
 	case 1:
 	default:
-		errs = append(errs, invalid(path, "more than one of Props, Func and Tree set"))
+		errs = append(errs, invalid(path, "more than one of Props, Func, Service and Tree set"))
 	}
 	if c.Restart > Temporary {
 		errs = append(errs, invalid(path, "unknown restart type %d", c.Restart))
@@ -83,6 +81,17 @@ func validateChild(c *ChildSpec, parent string, seen map[*Spec]bool, errs []erro
 	}
 	if c.Tree != nil {
 		errs = validateSpec(c.Tree, path, seen, errs)
+	}
+	return errs
+}
+
+// validateName rejects '/', which separates the names in ids and paths,
+// and '#', which marks an id suffix (see supervisor.spawnIncarnation).
+func validateName(name, path string, errs []error) []error {
+	for _, r := range "/#" {
+		if strings.ContainsRune(name, r) {
+			errs = append(errs, invalid(path, "name must not contain '%c'", r))
+		}
 	}
 	return errs
 }

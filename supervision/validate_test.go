@@ -26,6 +26,7 @@ func TestValidation(t *testing.T) {
 		{"zero spec", supervision.Spec{}, nil},
 		{"all kinds", supervision.Spec{Children: []supervision.ChildSpec{
 			{Name: "a", Props: props}, {Name: "f", Func: fn}, {Name: "t", Tree: &supervision.Spec{}},
+			{Name: "s", Service: serviceFunc(fn)},
 		}}, nil},
 		{"duplicate names", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{
 			{Name: "a", Props: props}, {Name: "a", Func: fn},
@@ -34,13 +35,16 @@ func TestValidation(t *testing.T) {
 			{Name: "t", Tree: &supervision.Spec{Children: []supervision.ChildSpec{{Name: "x", Func: fn}, {Name: "x", Func: fn}}}},
 		}}, []string{"app/t/x: duplicate name"}},
 		{"missing producer", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a"}}},
-			[]string{"app/a: missing producer: set one of Props, Func and Tree"}},
+			[]string{"app/a: missing producer: set one of Props, Func, Service and Tree"}},
 		{"two producers", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a", Props: props, Func: fn}}},
-			[]string{"app/a: more than one of Props, Func and Tree set"}},
+			[]string{"app/a: more than one of Props, Func, Service and Tree set"}},
 		{"empty name", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Func: fn}}},
 			[]string{"app/[unnamed]: empty name"}},
 		{"slash in name", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a/b", Func: fn}}},
 			[]string{"app/a/b: name must not contain '/'"}},
+		{"hash in name", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a#2", Func: fn}}},
+			[]string{"app/a#2: name must not contain '#'"}},
+		{"hash in the root name", supervision.Spec{Name: "app#1"}, []string{"app#1: name must not contain '#'"}},
 		{"negative shutdown", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a", Func: fn, Shutdown: -1}}},
 			[]string{"app/a: negative shutdown timeout -1ns"}},
 		{"negative start timeout", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a", Func: fn, StartTimeout: -time.Second}}},
@@ -61,7 +65,7 @@ func TestValidation(t *testing.T) {
 			[]string{"app/loop/me: spec contains itself"}},
 		{"several problems", supervision.Spec{Name: "app", Children: []supervision.ChildSpec{
 			{Name: "a"}, {Name: "b", Func: fn, Shutdown: -time.Second},
-		}}, []string{"app/a: missing producer: set one of Props, Func and Tree", "app/b: negative shutdown timeout -1s"}},
+		}}, []string{"app/a: missing producer: set one of Props, Func, Service and Tree", "app/b: negative shutdown timeout -1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree, err := supervision.New(tc.spec, supervision.Options{})
@@ -83,6 +87,11 @@ func TestValidation(t *testing.T) {
 		})
 	}
 }
+
+// serviceFunc makes a function a Service.
+type serviceFunc func(context.Context) error
+
+func (f serviceFunc) Serve(ctx context.Context) error { return f(ctx) }
 
 func TestNewDoesNotKeepTheCallersSpec(t *testing.T) {
 	spec := supervision.Spec{Name: "app", Children: []supervision.ChildSpec{{Name: "a", Func: func(context.Context) error { return nil }}}}
