@@ -394,3 +394,67 @@ func TestNoTermStartsOnceRunReturns(t *testing.T) {
 		_ = returned
 	})
 }
+
+// A tree child that ignores its cancellation does not end the term when the
+// tree abandons it and terminates: the term is stuck, the lease is not
+// released (it expires), and no term starts while the child runs. The
+// first release took the root's termination for the end of the work and
+// released the lease at once.
+func TestStubbornTreeChildKeepsTheTermStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		release := make(chan struct{})
+		var running, most, starts atomic.Int32
+		build := func(g Granted) (*supervision.Tree, error) {
+			first := starts.Add(1) == 1
+			return supervision.New(supervision.Spec{
+				Name: "outbox",
+				Children: []supervision.ChildSpec{{
+					Name:     "dispatcher",
+					Shutdown: 100 * time.Millisecond,
+					Func: func(ctx context.Context) error {
+						n := running.Add(1)
+						defer running.Add(-1)
+						for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+						}
+						if first {
+							<-release // ignores ctx
+							return nil
+						}
+						<-ctx.Done()
+						return nil
+					},
+				}},
+			}, supervision.Options{})
+		}
+		lc := lease.Config{TTL: 5 * time.Second, StopTimeout: 400 * time.Millisecond, StandbyRetryInterval: time.Second}
+		a := r.supervisor(t, r.config("node-a", WorkloadTree(build), lc))
+		b := &counter{}
+		runB := start(r.supervisor(t, r.config("node-b", b.workload(), lc)))
+		synctest.Wait()
+		require.Equal(t, int32(1), b.started.Load())
+		runA := start(a) // node-b leads; node-a stands by
+		require.NoError(t, runB.stop()) // node-b goes: node-a leads
+		synctest.Wait()
+		require.Equal(t, int32(1), running.Load())
+
+		require.ErrorIs(t, a.Resign(t.Context(), 0), ErrWorkloadStuck,
+			"the tree abandoned its child after 100 ms; the term is stuck, not over")
+		assert.Equal(t, 1, count[Released](r.rec), "only node-b's own release")
+		h, _, ok := r.mem.Holder(testLease)
+		require.True(t, ok, "the lease is left to expire, not released")
+		assert.Equal(t, "node-a", h.OwnerID)
+		stuck, _ := all[WorkloadStopTimeout](r.rec)
+		require.Len(t, stuck, 1)
+
+		time.Sleep(time.Minute) // far past the TTL: still no second term
+		assert.Equal(t, int32(1), most.Load(), "two trees' children ran at once")
+		assert.Equal(t, int32(1), starts.Load())
+
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, int32(2), starts.Load(), "a new term once the child has exited")
+		assert.Equal(t, 1, count[StuckWorkloadStopped](r.rec))
+		require.NoError(t, runA.stop())
+	})
+}

@@ -187,6 +187,15 @@ func (w treeWorkload) start(c actor.Context, seq uint64, g Granted, stopped func
 	}
 	inst := workloadInstance{pid: c.Spawn(tree.Props()), done: make(chan struct{})}
 	done := inst.done
-	watchDeath(c.ActorSystem(), inst.pid, func() { close(done); stopped() })
+	// The root's termination is not enough: a child the tree abandoned
+	// after its Shutdown time may still run. The workload has stopped once
+	// the tree says every child it abandoned has exited too.
+	watchDeath(c.ActorSystem(), inst.pid, func() {
+		go func() {
+			<-tree.Stopped()
+			close(done)
+			stopped()
+		}()
+	})
 	return inst
 }
