@@ -433,7 +433,7 @@ func TestStubbornTreeChildKeepsTheTermStuck(t *testing.T) {
 		runB := start(r.supervisor(t, r.config("node-b", b.workload(), lc)))
 		synctest.Wait()
 		require.Equal(t, int32(1), b.started.Load())
-		runA := start(a) // node-b leads; node-a stands by
+		runA := start(a)                // node-b leads; node-a stands by
 		require.NoError(t, runB.stop()) // node-b goes: node-a leads
 		synctest.Wait()
 		require.Equal(t, int32(1), running.Load())
