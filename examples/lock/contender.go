@@ -67,7 +67,7 @@ type contenderConfig struct {
 	name, hub, bucket string
 	urls              []string
 	ttl, step         time.Duration
-	steps             int
+	steps, replicas   int
 }
 
 func contenderMain(args []string) int {
@@ -81,6 +81,7 @@ func contenderMain(args []string) int {
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "")
 	fs.DurationVar(&cfg.step, "step", defaultStep, "")
 	fs.IntVar(&cfg.steps, "steps", defaultSteps, "")
+	fs.IntVar(&cfg.replicas, "replicas", 1, "")
 	color := fs.Bool("color", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -101,7 +102,7 @@ func contenderMain(args []string) int {
 func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) error {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: cfg.urls, Name: "aster-lock-" + cfg.name},
-		natsstore.Config{Bucket: cfg.bucket, Logger: log})
+		natsstore.Config{Bucket: cfg.bucket, Replicas: cfg.replicas, Logger: log})
 	cancel()
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ Flags:
 	fs.IntVar(&o.contenders, "contenders", o.contenders, "number of contender processes (2-9)")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "the lock's `TTL`, whole seconds")
 	fs.StringVar(&urls, "nats-url", os.Getenv("NATS_URL"), "NATS server `URLs`, comma-separated; empty starts an embedded server")
+	fs.IntVar(&o.replicas, "replicas", 1, "`replicas` of the bucket when it is created (3 or 5 in a JetStream cluster)")
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,6 +88,9 @@ Flags:
 		return 2
 	case o.ttl < time.Second || o.ttl%time.Second != 0:
 		fmt.Fprintf(stderr, "lock: -ttl must be a whole number of seconds, at least 1s, got %v\n", o.ttl)
+		return 2
+	case o.replicas < 1 || o.replicas > 5 || o.replicas > 1 && len(o.urls) == 0:
+		fmt.Fprintf(stderr, "lock: -replicas must be between 1 and 5, and above 1 only with -nats-url, got %d\n", o.replicas)
 		return 2
 	}
 	if f, ok := stdout.(*os.File); ok && demo.IsTerminal(f) {

@@ -31,6 +31,7 @@ type options struct {
 	ttl        time.Duration
 	urls       []string // empty: an embedded server
 	bucket     string
+	replicas   int           // of the bucket, when created
 	steps      int           // writes per job
 	step       time.Duration // between two writes of a job
 	out        io.Writer
@@ -242,7 +243,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 		}
 		c, err := demo.StartChild(name, exe, []string{contenderArg,
 			"-name", name, "-hub", "http://" + ln.Addr().String(), "-bucket", o.bucket,
-			"-nats-url", strings.Join(urls, ","), "-ttl", o.ttl.String(),
+			"-nats-url", strings.Join(urls, ","), "-ttl", o.ttl.String(), "-replicas", strconv.Itoa(max(o.replicas, 1)),
 			"-steps", strconv.Itoa(o.steps), "-step", o.step.String(), "-color=" + strconv.FormatBool(o.color),
 		}, nil, demo.NewPrefixWriter(demo.NewConsole(o.out, false, nil), prefix))
 		if err != nil {

@@ -28,6 +28,7 @@ type options struct {
 	ttl       time.Duration // the lease's TTL, whole seconds
 	bucket    string
 	domain    string // JetStream domain, "" for none
+	replicas  int    // replicas of the bucket when the demo creates it
 	leaseID   string
 	dial      natsstore.DialOptions // no URLs: start an embedded server
 	settle    time.Duration         // how long the fleet runs between two faults
@@ -94,7 +95,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	dial := d.dial
 	dial.Name = "aster-demo-orchestrator"
-	store, err := natsstore.Dial(dctx, dial, natsstore.Config{Bucket: o.bucket, Domain: o.domain})
+	store, err := natsstore.Dial(dctx, dial, natsstore.Config{Bucket: o.bucket, Domain: o.domain, Replicas: o.replicas})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
@@ -292,6 +293,7 @@ func (d *orchestrator) spawn() (string, error) {
 		"-hub", d.hub.URL(),
 		"-bucket", d.o.bucket,
 		"-js-domain", d.o.domain,
+		"-replicas", strconv.Itoa(d.o.replicas),
 		"-lease", d.o.leaseID,
 		"-ttl", d.o.ttl.String(),
 		"-interval", d.o.interval.String(),

@@ -49,6 +49,7 @@ type instanceConfig struct {
 	leaseID  string
 	ttl      time.Duration
 	interval time.Duration // between two dispatches
+	replicas int
 }
 
 // instanceMain runs one service instance until SIGTERM or SIGINT, or until
@@ -61,6 +62,7 @@ func instanceMain(args []string) int {
 	fs.StringVar(&cfg.hub, "hub", "", "base URL of the orchestrator")
 	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "KV bucket")
 	fs.StringVar(&cfg.domain, "js-domain", "", "JetStream domain")
+	fs.IntVar(&cfg.replicas, "replicas", 1, "replicas of the bucket when it is created")
 	fs.StringVar(&cfg.leaseID, "lease", defaultLeaseID, "lease ID")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease TTL")
 	fs.DurationVar(&cfg.interval, "interval", defaultInterval, "dispatch interval")
@@ -93,7 +95,7 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 	hub := &hubClient{base: cfg.hub, inst: cfg.name, owner: owner, http: &http.Client{Timeout: 2 * time.Second}}
 
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := natsstore.Dial(dctx, cfg.dial, natsstore.Config{Bucket: cfg.bucket, Domain: cfg.domain, Logger: log})
+	store, err := natsstore.Dial(dctx, cfg.dial, natsstore.Config{Bucket: cfg.bucket, Domain: cfg.domain, Replicas: cfg.replicas, Logger: log})
 	cancel()
 	if err != nil {
 		return err

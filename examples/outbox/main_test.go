@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -104,6 +106,28 @@ func TestDemoExistingDeployment(t *testing.T) {
 	assert.NotContains(t, out.String(), "s3cret", "secrets must never be logged")
 }
 
+// TestDemoCluster runs it against a 3-node JetStream cluster with a
+// 3-replica bucket, as -nats-url and -replicas 3 do.
+func TestDemoCluster(t *testing.T) {
+	t.Parallel()
+	c := natstest.StartCluster(t, 3)
+	c.WaitReady(t)
+	out := &demo.Buffer{}
+	o := testOptions(out)
+	o.bucket = "aster_demo_cluster"
+	o.replicas = 3
+	o.dial = natsstore.DialOptions{URLs: []string{c.ClientURL()}}
+	runDemo(t, o, out)
+	nc, err := nats.Connect(c.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	st, err := js.Stream(t.Context(), "KV_aster_demo_cluster")
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.CachedInfo().Config.Replicas, "the demo created a 3-replica bucket")
+}
+
 // TestDemoWrongPassword fails fast, before any instance starts.
 func TestDemoWrongPassword(t *testing.T) {
 	t.Parallel()
@@ -180,7 +204,10 @@ func TestBadFlags(t *testing.T) {
 		{"-instances", "10"},
 		{"-ttl", "1500ms"},
 		{"-ttl", "0s"},
-		{"-user", "u"}, // credentials without -nats-url
+		{"-user", "u"},     // credentials without -nats-url
+		{"-replicas", "3"}, // replicas need a cluster
+		{"-replicas", "0", "-nats-url", "nats://127.0.0.1:1"},
+		{"-replicas", "7", "-nats-url", "nats://127.0.0.1:1"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
