@@ -52,8 +52,7 @@ import (
 // default's throughput buys nothing.
 func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, onEvent func(Event)) *actor.Props {
 	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger), onEvent: onEvent}
-	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return spec.watchdog() },
-		actor.WithMailbox(watchdogMailbox))
+	return spec.props()
 }
 
 // watchdogMailbox is the mailbox of every watchdog.
@@ -67,9 +66,40 @@ type watchdogSpec struct {
 	interval time.Duration // as configured; 0 means derived from the TTL
 	log      *slog.Logger
 	onEvent  func(Event)
+	hooks    *watchdogHooks // nil but in tests
+}
+
+// watchdogHooks lets a test take over what makes a watchdog's schedule
+// depend on more than the clock: its timers, whose callbacks a busy
+// scheduler may start late, and its random jitter.
+type watchdogHooks struct {
+	afterFunc func(time.Duration, func()) *time.Timer // nil means time.AfterFunc
+	rand      *rand.Rand                              // nil means the global source
+}
+
+// after starts a timer that calls f after d.
+func (s *watchdogSpec) after(d time.Duration, f func()) *time.Timer {
+	if s.hooks != nil && s.hooks.afterFunc != nil {
+		return s.hooks.afterFunc(d, f)
+	}
+	return time.AfterFunc(d, f)
+}
+
+// rand returns the source of the watchdog's jitter; nil means the global one.
+func (s *watchdogSpec) rand() *rand.Rand {
+	if s.hooks == nil {
+		return nil
+	}
+	return s.hooks.rand
 }
 
 func (s *watchdogSpec) watchdog() *watchdog { return &watchdog{watchdogSpec: s} }
+
+// props returns the Props of the Watchdog s describes.
+func (s *watchdogSpec) props() *actor.Props {
+	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return s.watchdog() },
+		actor.WithMailbox(watchdogMailbox))
+}
 
 // watchdog is the Watchdog actor. It is kept small: a process may run one
 // per held lock.
@@ -168,8 +198,14 @@ func renewPeriod(interval, ttl time.Duration) time.Duration {
 // jittered returns period shortened by a uniformly random fraction of up
 // to a fifth: in [0.8, 1.0] x period, never longer, so that the watchdog
 // still never sleeps past half the TTL.
-func jittered(period time.Duration) time.Duration {
-	return period - rand.N(period/5+1)
+func jittered(period time.Duration) time.Duration { return jitteredBy(nil, period) }
+
+// jitteredBy is jittered with the random source r (nil: the global one).
+func jitteredBy(r *rand.Rand, period time.Duration) time.Duration {
+	if r == nil {
+		return period - rand.N(period/5+1)
+	}
+	return period - time.Duration(r.Int64N(int64(period/5+1)))
 }
 
 // lateBy is how late a tick must be handled for the renewal to count as
@@ -184,7 +220,7 @@ func (w *watchdog) arm(due time.Time) {
 	w.due = due
 	d := max(time.Until(due), 0)
 	if w.timer == nil {
-		w.timer = time.AfterFunc(d, w.fire)
+		w.timer = w.after(d, w.fire)
 		return
 	}
 	w.timer.Reset(d)
@@ -216,7 +252,7 @@ func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) 
 	w.mu.Unlock()
 	w.due = time.Time{} // a tick already queued is stale
 	if d := max(time.Until(deadline), 0); w.timer == nil {
-		w.timer = time.AfterFunc(d, w.fire)
+		w.timer = w.after(d, w.fire)
 	} else {
 		w.timer.Reset(d)
 	}
@@ -292,7 +328,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 				ValidUntil: w.hold.ValidUntil()})
 		}
 		if w.jitter {
-			period, w.jitter = jittered(period), false
+			period, w.jitter = jitteredBy(w.rand(), period), false
 		}
 		w.arm(sent.Add(period))
 		return nil
@@ -319,7 +355,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return w.hold.Err()
 	}
 	if w.fails == 1 {
-		w.retry.Policy = retryPolicy(period)
+		w.retry.Policy, w.retry.Rand = retryPolicy(period), w.rand()
 	}
 	w.arm(now.Add(min(w.retry.Failed(now), deadline.Sub(now))))
 	return err
