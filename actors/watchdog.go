@@ -41,8 +41,10 @@ import (
 //
 // The Watchdog stops renewing as soon as the Hold ends (poisoned or
 // MarkReleased), aborting a renewal in flight; stop the actor then. It
-// holds one timer at a time, cancelled when it stops or restarts, and no
-// goroutine of its own: a renewal runs on the actor's mailbox goroutine.
+// holds one tick timer, cancelled when it stops or restarts, and while a
+// renewal is in flight a second timer, at the renew deadline, that lives
+// as long as that call; it has no goroutine of its own: a renewal runs on
+// the actor's mailbox goroutine.
 // An Extend message renews at once with a new TTL; when the store refuses
 // the new TTL as invalid (lease.ErrInvalid, e.g. under its floor), the
 // previous TTL and schedule are kept and the lease is not poisoned.
@@ -108,26 +110,31 @@ type watchdog struct {
 
 	self   *actor.PID
 	system *actor.ActorSystem
-	timer  *time.Timer
-	due    time.Time // when the armed timer fires; zero when disarmed
+	timer  *time.Timer // the tick timer
+	due    time.Time   // when the tick timer fires; zero when disarmed
 	retry  backoff.Backoff
 	fails  int
 	last   error // the last transient renewal error
-	done   bool  // no more renewals: the Hold ended
+
+	// mu guards epoch, stopped and overran, which the timers' callbacks
+	// read and write: once the actor is stopping, a tick callback already
+	// under way must not send it a tick, which would go to dead letters.
+	// While a renewal is in flight, a timer of its own is armed at the
+	// renew deadline, and firing poisons the Hold at once, whatever the
+	// store call is doing (overran). epoch tells that callback whether its
+	// call is still the one in flight: it is incremented when a call starts
+	// (odd: in flight) and when it returns (even), so the deadline callback
+	// of an earlier call, started too late to be stopped, is not taken for
+	// the current call's. (The fields are in this order to fit in 16 bytes.)
+	mu      sync.Mutex
+	epoch   uint32
+	stopped bool
+	overran bool
+
+	done bool // no more renewals: the Hold ended
 	// jitter: the renewal was sent late; the period after it, if it
 	// succeeds, is shortened at random.
 	jitter bool
-
-	// mu guards stopped, inCall and overran, which the timer's callback
-	// reads and writes: once the actor is stopping, a callback already under
-	// way must not send it a tick, which would go to dead letters. While a
-	// renewal is in flight (inCall) the timer is armed at the renew deadline
-	// instead of a tick, and firing poisons the Hold at once, whatever the
-	// store call is doing (overran).
-	mu      sync.Mutex
-	stopped bool
-	inCall  bool
-	overran bool
 }
 
 // renewTick wakes the watchdog; stale ticks are recognised by w.due.
@@ -214,7 +221,7 @@ func jitteredBy(r *rand.Rand, period time.Duration) time.Duration {
 // its tick well within that.
 func lateBy(period time.Duration) time.Duration { return max(period/500, time.Millisecond) }
 
-// arm (re)schedules the single timer to fire at due, at once if due has
+// arm (re)schedules the tick timer to fire at due, at once if due has
 // passed; how late the tick is handled is measured from due.
 func (w *watchdog) arm(due time.Time) {
 	w.due = due
@@ -226,41 +233,50 @@ func (w *watchdog) arm(due time.Time) {
 	w.timer.Reset(d)
 }
 
-// fire is the timer's callback. It sends nothing once the actor is
+// fire is the tick timer's callback. It only ever sends a tick, which
+// Receive ignores when stale (w.due), and nothing once the actor is
 // stopping: the tick would be a dead letter.
 func (w *watchdog) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.inCall:
-		// The renew deadline passed with the store call still in flight:
-		// end the Hold now, so that token reads fail and the workload's
-		// context is cancelled before the validity ends. Poison also aborts
-		// the call; the watchdog tells its parent when the call returns.
-		w.overran = w.hold.Poison(PoisonDeadlinePassed, ErrRenewOverran)
-	case !w.stopped:
+	if !w.stopped {
 		w.system.Root.Send(w.self, renewTick{})
 	}
 }
 
-// call runs one store renewal with the timer armed at deadline, so that the
-// Hold is poisoned at the deadline even if the store does not return in
-// time. It reports whether that happened.
-func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
+// overrun is the callback of the deadline timer of the renewal call of
+// epoch: the renew deadline passed with that store call still in flight.
+// It ends the Hold now, so that token reads fail and the workload's context
+// is cancelled before the validity ends; Poison also aborts the call, and
+// the watchdog tells its parent when the call returns. A callback whose
+// call has returned (it fired as the call returned, and started too late
+// to be stopped) does nothing.
+func (w *watchdog) overrun(epoch uint32) {
 	w.mu.Lock()
-	w.inCall, w.overran = true, false
-	w.mu.Unlock()
-	w.due = time.Time{} // a tick already queued is stale
-	if d := max(time.Until(deadline), 0); w.timer == nil {
-		w.timer = w.after(d, w.fire)
-	} else {
-		w.timer.Reset(d)
+	defer w.mu.Unlock()
+	if w.epoch == epoch { // its call is still in flight
+		w.overran = w.hold.Poison(PoisonDeadlinePassed, ErrRenewOverran)
 	}
+}
+
+// call runs one store renewal with a timer of its own armed at deadline,
+// so that the Hold is poisoned at the deadline even if the store does not
+// return in time. It reports whether that happened. The tick timer is
+// disarmed meanwhile: a tick already under way is stale.
+func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
+	w.disarm()
+	w.mu.Lock()
+	w.epoch++ // odd: in flight
+	epoch := w.epoch
+	w.overran = false
+	w.mu.Unlock()
+	t := w.after(max(time.Until(deadline), 0), func() { w.overrun(epoch) })
 	renewed, err = w.store.Renew(ctx, l)
-	w.timer.Stop()
+	t.Stop()
 	w.mu.Lock()
 	overran = w.overran
-	w.inCall, w.overran = false, false
+	w.epoch++ // even: returned
+	w.overran = false
 	w.mu.Unlock()
 	return renewed, overran, err
 }
