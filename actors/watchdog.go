@@ -311,6 +311,10 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return w.hold.Err()
 	}
 	period := renewPeriod(w.interval, l.TTL)
+	// The write may land whatever the answer says: the Hold's validity and
+	// renew deadline are lowered to its own, if earlier, before it is sent
+	// (a shorter TTL).
+	deadline, before := w.hold.sending(l.TTL, sent)
 	// One attempt may take at most a period, and never past the deadline;
 	// the Hold's end aborts it (beginCall).
 	attemptEnd := sent.Add(period)
@@ -354,6 +358,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return w.hold.Err()
 	}
 	if extending && refused(err) {
+		w.hold.restore(before) // nothing was written
 		return err
 	}
 	if reason := classify(err); reason != PoisonUnknown {
