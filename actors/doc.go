@@ -80,13 +80,16 @@
 //	_ = parentCtx.StopFuture(dog).Wait()       // the renewal in flight, if any, is aborted
 //	err = actors.ReleaseHold(ctx, store, hold) // compare-and-swap, only while valid
 //
-// A Watchdog keeps one timer and no goroutine of its own; an idle one
-// costs about 1.7 KB with its Hold (BenchmarkWatchdogFootprint).
+// A Watchdog keeps one timer (two while a renewal is in flight) and no
+// goroutine of its own; an idle one costs about 1.7 KB with its Hold
+// (BenchmarkWatchdogFootprint).
 //
 // # Timing
 //
 // With the lease.Config of a lease: the owner may act until ValidUntil =
-// (send time of the last successful acquire or renew) + TTL - SafetyMargin.
+// (send time of the last successful acquire or renew) + TTL - SafetyMargin,
+// or earlier: a Hold assumes that every renewal it sends may land, so a
+// renewal with a shorter TTL lowers ValidUntil before it is sent (see Hold).
 // The Watchdog renews every min(RenewInterval, TTL/2) (at least 1 ms),
 // re-derived after each renewal; retries a failed renewal with short
 // jittered backoff; and poisons at the renew deadline, ValidUntil -

@@ -20,7 +20,17 @@ import (
 //
 // Validity is judged on this process's monotonic clock: ValidUntil is the
 // send time of the last successful acquire or renew, plus the TTL of that
-// write, minus the Config's SafetyMargin (lease.Config.ValidUntil).
+// write, minus the Config's SafetyMargin (lease.Config.ValidUntil), or
+// earlier: a Hold is pessimistic. It assumes that every renewal it sends
+// may land, whatever the answer says (a write whose answer was lost, or
+// that is still in flight, may be the one the server keeps last), so
+// before a renewal is sent ValidUntil is lowered to what that write alone
+// would allow, when that is earlier (a shorter TTL, as after an Extend),
+// and the renew deadline with it. It stays lowered until a renewal
+// succeeds: the server then holds that write last, since a renewal is a
+// compare-and-swap on the revision and no write sent before it can land
+// after it. A renewal the store refuses as invalid (lease.ErrInvalid)
+// wrote nothing, and the validity it lowered is restored.
 type Hold struct {
 	cfg    lease.Config // margins and intervals; TTL comes from the lease
 	ctx    context.Context
@@ -30,9 +40,9 @@ type Hold struct {
 	lease      lease.Lease   // the last successful write
 	ttl        time.Duration // the TTL the next renewal writes
 	sent       time.Time     // send time of the last successful write
-	validUntil time.Time
-	deadline   time.Time // renew deadline: validUntil - StopTimeout
-	err        error     // nil while held
+	validUntil time.Time     // min over the last successful write and every write sent since
+	deadline   time.Time     // renew deadline: validUntil - StopTimeout, lowered with it
+	err        error         // nil while held
 	// call cancels the renewal in flight, if any, when the Hold ends. A
 	// renewal's context is not derived from ctx: a child would leave a
 	// children map and a Done channel on every Hold for its whole life.
@@ -97,7 +107,9 @@ func (h *Hold) TTL() time.Duration {
 	return h.ttl
 }
 
-// ValidUntil returns until when the owner may act, on the monotonic clock.
+// ValidUntil returns until when the owner may act, on the monotonic clock:
+// the end of the validity of the last successful write, or earlier while a
+// renewal with a shorter validity may have landed.
 func (h *Hold) ValidUntil() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -169,6 +181,29 @@ func (h *Hold) end(cause error) bool {
 	return true
 }
 
+// validity is a Hold's validity and renew deadline, saved to be restored.
+type validity struct{ until, deadline time.Time }
+
+// sending prepares the Hold for a renewal writing ttl, about to be sent at
+// sent: since the write may land whatever the answer says, it lowers the
+// validity and the renew deadline to those of that write alone when they
+// are earlier. It returns the renew deadline the renewal must meet, and
+// the validity before it (for restore).
+func (h *Hold) sending(ttl time.Duration, sent time.Time) (deadline time.Time, before validity) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	before = validity{h.validUntil, h.deadline}
+	c := h.cfg
+	c.TTL = ttl
+	if v := c.ValidUntil(sent); v.Before(h.validUntil) {
+		h.validUntil = v
+	}
+	if d := c.RenewDeadline(sent); d.Before(h.deadline) {
+		h.deadline = d
+	}
+	return h.deadline, before
+}
+
 // beginCall registers cancel as the cancel function of the renewal about to
 // be sent, so that the Hold's end aborts it. It returns the Hold's cause,
 // and registers nothing, once the Hold has ended.
@@ -180,6 +215,15 @@ func (h *Hold) beginCall(cancel context.CancelFunc) error {
 	}
 	h.call = cancel
 	return nil
+}
+
+// restore puts back the validity saved by sending, for a renewal that
+// the store refused as invalid: it wrote nothing, so the server still
+// holds what it held before.
+func (h *Hold) restore(v validity) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.validUntil, h.deadline = v.until, v.deadline
 }
 
 // endCall forgets the cancel function of the renewal that has returned.

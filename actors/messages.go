@@ -40,7 +40,9 @@ type Extend struct {
 // lease.ErrInvalid the TTL was refused and nothing changed; any other
 // error means the renewal with the new TTL has not succeeded yet: the
 // Watchdog keeps the new TTL and goes on retrying (or has poisoned the
-// Hold, when Err matches lease.ErrLost).
+// Hold, when Err matches lease.ErrLost). A renewal with a shorter TTL may
+// have landed even though it failed, so ValidUntil is then already no
+// later than the new TTL allows (see Hold).
 type ExtendResult struct {
 	Lease      lease.Lease
 	ValidUntil time.Time

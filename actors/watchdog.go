@@ -41,8 +41,10 @@ import (
 //
 // The Watchdog stops renewing as soon as the Hold ends (poisoned or
 // MarkReleased), aborting a renewal in flight; stop the actor then. It
-// holds one timer at a time, cancelled when it stops or restarts, and no
-// goroutine of its own: a renewal runs on the actor's mailbox goroutine.
+// holds one tick timer, cancelled when it stops or restarts, and while a
+// renewal is in flight a second timer, at the renew deadline, that lives
+// as long as that call; it has no goroutine of its own: a renewal runs on
+// the actor's mailbox goroutine.
 // An Extend message renews at once with a new TTL; when the store refuses
 // the new TTL as invalid (lease.ErrInvalid, e.g. under its floor), the
 // previous TTL and schedule are kept and the lease is not poisoned.
@@ -52,8 +54,7 @@ import (
 // default's throughput buys nothing.
 func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, onEvent func(Event)) *actor.Props {
 	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger), onEvent: onEvent}
-	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return spec.watchdog() },
-		actor.WithMailbox(watchdogMailbox))
+	return spec.props()
 }
 
 // watchdogMailbox is the mailbox of every watchdog.
@@ -67,9 +68,40 @@ type watchdogSpec struct {
 	interval time.Duration // as configured; 0 means derived from the TTL
 	log      *slog.Logger
 	onEvent  func(Event)
+	hooks    *watchdogHooks // nil but in tests
+}
+
+// watchdogHooks lets a test take over what makes a watchdog's schedule
+// depend on more than the clock: its timers, whose callbacks a busy
+// scheduler may start late, and its random jitter.
+type watchdogHooks struct {
+	afterFunc func(time.Duration, func()) *time.Timer // nil means time.AfterFunc
+	rand      *rand.Rand                              // nil means the global source
+}
+
+// after starts a timer that calls f after d.
+func (s *watchdogSpec) after(d time.Duration, f func()) *time.Timer {
+	if s.hooks != nil && s.hooks.afterFunc != nil {
+		return s.hooks.afterFunc(d, f)
+	}
+	return time.AfterFunc(d, f)
+}
+
+// rand returns the source of the watchdog's jitter; nil means the global one.
+func (s *watchdogSpec) rand() *rand.Rand {
+	if s.hooks == nil {
+		return nil
+	}
+	return s.hooks.rand
 }
 
 func (s *watchdogSpec) watchdog() *watchdog { return &watchdog{watchdogSpec: s} }
+
+// props returns the Props of the Watchdog s describes.
+func (s *watchdogSpec) props() *actor.Props {
+	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return s.watchdog() },
+		actor.WithMailbox(watchdogMailbox))
+}
 
 // watchdog is the Watchdog actor. It is kept small: a process may run one
 // per held lock.
@@ -78,26 +110,31 @@ type watchdog struct {
 
 	self   *actor.PID
 	system *actor.ActorSystem
-	timer  *time.Timer
-	due    time.Time // when the armed timer fires; zero when disarmed
+	timer  *time.Timer // the tick timer
+	due    time.Time   // when the tick timer fires; zero when disarmed
 	retry  backoff.Backoff
 	fails  int
 	last   error // the last transient renewal error
-	done   bool  // no more renewals: the Hold ended
+
+	// mu guards epoch, stopped and overran, which the timers' callbacks
+	// read and write: once the actor is stopping, a tick callback already
+	// under way must not send it a tick, which would go to dead letters.
+	// While a renewal is in flight, a timer of its own is armed at the
+	// renew deadline, and firing poisons the Hold at once, whatever the
+	// store call is doing (overran). epoch tells that callback whether its
+	// call is still the one in flight: it is incremented when a call starts
+	// (odd: in flight) and when it returns (even), so the deadline callback
+	// of an earlier call, started too late to be stopped, is not taken for
+	// the current call's. (The fields are in this order to fit in 16 bytes.)
+	mu      sync.Mutex
+	epoch   uint32
+	stopped bool
+	overran bool
+
+	done bool // no more renewals: the Hold ended
 	// jitter: the renewal was sent late; the period after it, if it
 	// succeeds, is shortened at random.
 	jitter bool
-
-	// mu guards stopped, inCall and overran, which the timer's callback
-	// reads and writes: once the actor is stopping, a callback already under
-	// way must not send it a tick, which would go to dead letters. While a
-	// renewal is in flight (inCall) the timer is armed at the renew deadline
-	// instead of a tick, and firing poisons the Hold at once, whatever the
-	// store call is doing (overran).
-	mu      sync.Mutex
-	stopped bool
-	inCall  bool
-	overran bool
 }
 
 // renewTick wakes the watchdog; stale ticks are recognised by w.due.
@@ -168,8 +205,14 @@ func renewPeriod(interval, ttl time.Duration) time.Duration {
 // jittered returns period shortened by a uniformly random fraction of up
 // to a fifth: in [0.8, 1.0] x period, never longer, so that the watchdog
 // still never sleeps past half the TTL.
-func jittered(period time.Duration) time.Duration {
-	return period - rand.N(period/5+1)
+func jittered(period time.Duration) time.Duration { return jitteredBy(nil, period) }
+
+// jitteredBy is jittered with the random source r (nil: the global one).
+func jitteredBy(r *rand.Rand, period time.Duration) time.Duration {
+	if r == nil {
+		return period - rand.N(period/5+1)
+	}
+	return period - time.Duration(r.Int64N(int64(period/5+1)))
 }
 
 // lateBy is how late a tick must be handled for the renewal to count as
@@ -178,53 +221,62 @@ func jittered(period time.Duration) time.Duration {
 // its tick well within that.
 func lateBy(period time.Duration) time.Duration { return max(period/500, time.Millisecond) }
 
-// arm (re)schedules the single timer to fire at due, at once if due has
+// arm (re)schedules the tick timer to fire at due, at once if due has
 // passed; how late the tick is handled is measured from due.
 func (w *watchdog) arm(due time.Time) {
 	w.due = due
 	d := max(time.Until(due), 0)
 	if w.timer == nil {
-		w.timer = time.AfterFunc(d, w.fire)
+		w.timer = w.after(d, w.fire)
 		return
 	}
 	w.timer.Reset(d)
 }
 
-// fire is the timer's callback. It sends nothing once the actor is
+// fire is the tick timer's callback. It only ever sends a tick, which
+// Receive ignores when stale (w.due), and nothing once the actor is
 // stopping: the tick would be a dead letter.
 func (w *watchdog) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.inCall:
-		// The renew deadline passed with the store call still in flight:
-		// end the Hold now, so that token reads fail and the workload's
-		// context is cancelled before the validity ends. Poison also aborts
-		// the call; the watchdog tells its parent when the call returns.
-		w.overran = w.hold.Poison(PoisonDeadlinePassed, ErrRenewOverran)
-	case !w.stopped:
+	if !w.stopped {
 		w.system.Root.Send(w.self, renewTick{})
 	}
 }
 
-// call runs one store renewal with the timer armed at deadline, so that the
-// Hold is poisoned at the deadline even if the store does not return in
-// time. It reports whether that happened.
-func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
+// overrun is the callback of the deadline timer of the renewal call of
+// epoch: the renew deadline passed with that store call still in flight.
+// It ends the Hold now, so that token reads fail and the workload's context
+// is cancelled before the validity ends; Poison also aborts the call, and
+// the watchdog tells its parent when the call returns. A callback whose
+// call has returned (it fired as the call returned, and started too late
+// to be stopped) does nothing.
+func (w *watchdog) overrun(epoch uint32) {
 	w.mu.Lock()
-	w.inCall, w.overran = true, false
-	w.mu.Unlock()
-	w.due = time.Time{} // a tick already queued is stale
-	if d := max(time.Until(deadline), 0); w.timer == nil {
-		w.timer = time.AfterFunc(d, w.fire)
-	} else {
-		w.timer.Reset(d)
+	defer w.mu.Unlock()
+	if w.epoch == epoch { // its call is still in flight
+		w.overran = w.hold.Poison(PoisonDeadlinePassed, ErrRenewOverran)
 	}
+}
+
+// call runs one store renewal with a timer of its own armed at deadline,
+// so that the Hold is poisoned at the deadline even if the store does not
+// return in time. It reports whether that happened. The tick timer is
+// disarmed meanwhile: a tick already under way is stale.
+func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
+	w.disarm()
+	w.mu.Lock()
+	w.epoch++ // odd: in flight
+	epoch := w.epoch
+	w.overran = false
+	w.mu.Unlock()
+	t := w.after(max(time.Until(deadline), 0), func() { w.overrun(epoch) })
 	renewed, err = w.store.Renew(ctx, l)
-	w.timer.Stop()
+	t.Stop()
 	w.mu.Lock()
 	overran = w.overran
-	w.inCall, w.overran = false, false
+	w.epoch++ // even: returned
+	w.overran = false
 	w.mu.Unlock()
 	return renewed, overran, err
 }
@@ -259,6 +311,10 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return w.hold.Err()
 	}
 	period := renewPeriod(w.interval, l.TTL)
+	// The write may land whatever the answer says: the Hold's validity and
+	// renew deadline are lowered to its own, if earlier, before it is sent
+	// (a shorter TTL).
+	deadline, before := w.hold.sending(l.TTL, sent)
 	// One attempt may take at most a period, and never past the deadline;
 	// the Hold's end aborts it (beginCall).
 	attemptEnd := sent.Add(period)
@@ -292,7 +348,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 				ValidUntil: w.hold.ValidUntil()})
 		}
 		if w.jitter {
-			period, w.jitter = jittered(period), false
+			period, w.jitter = jitteredBy(w.rand(), period), false
 		}
 		w.arm(sent.Add(period))
 		return nil
@@ -302,6 +358,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return w.hold.Err()
 	}
 	if extending && refused(err) {
+		w.hold.restore(before) // nothing was written
 		return err
 	}
 	if reason := classify(err); reason != PoisonUnknown {
@@ -319,7 +376,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return w.hold.Err()
 	}
 	if w.fails == 1 {
-		w.retry.Policy = retryPolicy(period)
+		w.retry.Policy, w.retry.Rand = retryPolicy(period), w.rand()
 	}
 	w.arm(now.Add(min(w.retry.Failed(now), deadline.Sub(now))))
 	return err
