@@ -42,7 +42,7 @@ bench:
 	@date -u +%FT%TZ > $(BENCH_DIR)/start; cat /proc/loadavg > $(BENCH_DIR)/load-before 2>/dev/null || true
 	@echo "bench: $$(nproc) cores, $$($(GO) env GOVERSION); raw output in $(BENCH_DIR)"
 	$(call bench_go,natsstore,[1/8] natsstore: Acquire/Renew/Release vs the raw KV write; overhead; renewals/s; watch,-bench='BenchmarkStoreVsRawKV|BenchmarkOverhead|BenchmarkRenewals|BenchmarkWatchRelease' -benchmem -count=$(BENCH_COUNT),./natsstore)
-	$(call bench_go,actors,[2/8] actors: watchdog footprint and renewal; Hold.Token,-bench='BenchmarkWatchdog|BenchmarkHoldToken' -benchmem -count=$(BENCH_COUNT),./actors)
+	$(call bench_go,leasehold,[2/8] leasehold: watchdog footprint and renewal; Hold.Token,-bench='BenchmarkWatchdog|BenchmarkHoldToken' -benchmem -count=$(BENCH_COUNT),./internal/leasehold)
 	$(call bench_go,supervision,[3/8] supervision: supervised vs bare throughput; restart latency,-bench=. -benchmem -count=$(BENCH_COUNT),./supervision)
 	$(call bench_go,handover,[4/8] failover: graceful handover through the watch vs polling (about 3 min),-bench=BenchmarkHandover -benchtime=40x -count=$(BENCH_COUNT),./actors)
 	$(call bench_go,crash,[5/8] failover: crash takeover vs the TTL (about 3 min),-bench=BenchmarkCrashTakeover -benchtime=20x -count=$(BENCH_COUNT),./actors)

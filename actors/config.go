@@ -10,6 +10,7 @@ import (
 
 	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/supervision"
 )
 
 // SupervisorConfig describes a LeaseSupervisor. Lease, Store and Workload
@@ -42,50 +43,61 @@ type SupervisorConfig struct {
 	MeterProvider metric.MeterProvider
 }
 
-// RestartPolicy is the LeaseSupervisor's restart strategy, after OTP: a
-// term that ends by poison or by the workload's exit is a restart. Before
-// standing by again the supervisor waits an exponential backoff with full
-// jitter and a cap, which starts again from Base once a term has lasted
-// ResetAfter. More than MaxRestarts restarts within Within escalate the
-// failure to the parent (Run returns it). The zero value works.
+// RestartPolicy is the LeaseSupervisor's restart strategy, in the
+// vocabulary of package supervision (after OTP): a term that ends by a loss
+// or a failure is a restart. Before standing by again the supervisor waits
+// Backoff; one restart more than Intensity within Period escalates the
+// failure to the parent (Run returns it). A term that steps down is no
+// restart. The zero value works: supervision.Backoff's defaults (100 ms
+// doubling up to 30 s, full jitter) and at most 5 restarts in a minute.
+//
+// The defaults differ from a supervision tree's (3 in 5 s) because a lease's
+// terms end on store outages too, and a server restart or a stream leader's
+// failover takes seconds: 5 in a minute rides them out.
 type RestartPolicy struct {
-	Base       time.Duration // first backoff ceiling; 0 means 100 ms
-	Cap        time.Duration // largest backoff ceiling; 0 means 30 s
-	ResetAfter time.Duration // a term this long resets the backoff; 0 means 2*Cap
-	// MaxRestarts is the number of restarts allowed within Within; one
-	// more escalates. 0 means 5; a negative value never escalates.
-	MaxRestarts int
-	Within      time.Duration // 0 means 1 minute
+	Backoff supervision.Backoff
+	// Intensity is the number of restarts allowed within Period; one more
+	// escalates. 0 means 5; supervision.NoRestarts escalates the first;
+	// supervision.Unlimited never escalates.
+	Intensity int
+	Period    time.Duration // 0 means 1 minute
 }
 
 // Defaults of RestartPolicy.
 const (
-	DefaultMaxRestarts   = 5
-	DefaultRestartWithin = time.Minute
+	defaultRestartIntensity = 5
+	defaultRestartPeriod    = time.Minute
 )
 
+// backoff is the Policy of p's Backoff (Immediate is handled by restart).
 func (p RestartPolicy) backoff() backoff.Policy {
-	return backoff.Policy{Base: p.Base, Cap: p.Cap, ResetAfter: p.ResetAfter, Jitter: backoff.Full}
+	b := p.Backoff
+	return backoff.Policy{Base: b.Base, Cap: b.Cap, Multiplier: b.Multiplier, ResetAfter: b.ResetAfter,
+		Jitter: backoff.Jitter(b.Jitter)}
 }
 
-func (p RestartPolicy) maxRestarts() int {
-	if p.MaxRestarts == 0 {
-		return DefaultMaxRestarts
+func (p RestartPolicy) intensity() int {
+	switch {
+	case p.Intensity == 0:
+		return defaultRestartIntensity
+	case p.Intensity < 0:
+		return 0
+	default:
+		return p.Intensity
 	}
-	return p.MaxRestarts
 }
 
-func (p RestartPolicy) within() time.Duration {
-	if p.Within <= 0 {
-		return DefaultRestartWithin
+func (p RestartPolicy) period() time.Duration {
+	if p.Period <= 0 {
+		return defaultRestartPeriod
 	}
-	return p.Within
+	return p.Period
 }
 
 // Validate reports the first problem with p; it matches lease.ErrInvalid.
 func (p RestartPolicy) Validate() error {
-	if p.Within < 0 {
-		return &lease.FieldError{Field: "Restart.Within", Reason: "must not be negative, got " + p.Within.String()}
+	if p.Period < 0 {
+		return &lease.FieldError{Field: "Restart.Period", Reason: "must not be negative, got " + p.Period.String()}
 	}
 	if err := p.backoff().Validate(); err != nil {
 		return &lease.FieldError{Field: "Restart", Reason: err.Error()}

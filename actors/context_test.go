@@ -43,9 +43,14 @@ func TestTokenFromFollowsTheLease(t *testing.T) {
 	})
 }
 
-func TestTokenFromWithoutAHold(t *testing.T) {
+func TestTokenFromWithoutATerm(t *testing.T) {
 	_, err := TokenFrom(context.Background())
-	assert.ErrorIs(t, err, ErrNoHold)
-	_, ok := HoldFrom(withHold(context.Background(), nil))
+	assert.ErrorIs(t, err, ErrNoTerm)
+	_, ok := TermFrom(withTerm(context.Background(), Term{}))
 	assert.False(t, ok)
+	var zero Term
+	_, err = zero.Token()
+	assert.ErrorIs(t, err, ErrNoTerm)
+	assert.Nil(t, zero.Lost())
+	assert.Zero(t, zero.Remaining())
 }

@@ -57,39 +57,22 @@
 // instance leads (lease.Holder.Meta), so that any process can see who
 // leads and how to reach it.
 //
-// # Hold and Watchdog
+// # The workload's view
 //
-// A Hold is the shared state of one held lease: its lease.Lease (whose
-// revision changes on every renewal), its fencing token, its TTL and its
-// validity on the monotonic clock. A Watchdog actor renews the lease of one
-// Hold, and gives up (poisons the Hold and sends Poison to its parent) when
-// the store says the lease is lost, or when renewals have failed until the
-// renew deadline. The distributed lock and the LeaseSupervisor share them:
-//
-//	sent := time.Now()
-//	acq, err := store.Acquire(ctx, lease.Claim{LeaseID: id, OwnerID: owner, Term: lease.NewTerm(), TTL: ttl})
-//	// ... acq.Acquired
-//	hold, err := actors.NewHold(cfg, acq.Lease, sent)
-//	dog := parentCtx.Spawn(actors.WatchdogProps(store, hold, cfg, logger, onEvent))
-//
-//	token, err := hold.Token()   // fails once poisoned, released or expired
-//	<-hold.Lost()                // closed when poisoned or released
-//	_, err = actors.RequestExtend(ctx, parentCtx, dog, 2*ttl)
-//
-//	hold.MarkReleased()                        // no token, no renewal from now on
-//	_ = parentCtx.StopFuture(dog).Wait()       // the renewal in flight, if any, is aborted
-//	err = actors.ReleaseHold(ctx, store, hold) // compare-and-swap, only while valid
-//
-// A Watchdog keeps one timer (two while a renewal is in flight) and no
-// goroutine of its own; an idle one costs about 1.7 KB with its Hold
-// (BenchmarkWatchdogFootprint).
+// A workload reads its term through a Term (Granted.Term for an actor,
+// TermFrom(ctx) for a function; TokenFrom(ctx) for just the token): the
+// token checked on the clock, the tenure for a lease.Fence, the validity
+// left and a channel closed when the lease is lost. It cannot end, release
+// or extend the lease: the supervisor's Watchdog child renews it, and the
+// supervisor alone ends the term. The machinery (the Hold and the Watchdog,
+// shared with package lock) is not part of the API.
 //
 // # Timing
 //
 // With the lease.Config of a lease: the owner may act until ValidUntil =
 // (send time of the last successful acquire or renew) + TTL - SafetyMargin,
 // or earlier: a Hold assumes that every renewal it sends may land, so a
-// renewal with a shorter TTL lowers ValidUntil before it is sent (see Hold).
+// renewal with a shorter TTL lowers ValidUntil before it is sent.
 // The Watchdog renews every min(RenewInterval, TTL/2) (at least 1 ms),
 // re-derived after each renewal; retries a failed renewal with short
 // jittered backoff; and poisons at the renew deadline, ValidUntil -
@@ -101,7 +84,7 @@
 // Every actor reports typed Events (Acquired, Standby, AcquisitionFailed,
 // Renewed, RenewalFailed, Poisoned, Released, NotReleased, SteppedDown,
 // WorkloadStopTimeout, StuckWorkloadStopped, WorkloadExited, Restarting,
-// Escalated) through a hook, whether or not a logger is set; its log records
+// GaveUp) through a hook, whether or not a logger is set; its log records
 // carry lease_id, owner_id and, while leading, token. The LeaseSupervisor
 // counts acquisitions, renewals, renewal failures, losses and handovers
 // through the OpenTelemetry metric API (MetricAcquisitions and the other

@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"fmt"
 	"time"
+
+	"github.com/asterforge/aster/internal/leasehold"
 
 	"github.com/asterforge/aster/lease"
 )
@@ -94,8 +97,8 @@ type RenewalFailed struct {
 type Poisoned struct {
 	Subject
 	Token  lease.Token
-	Reason PoisonReason
-	Err    error // a *LostError
+	Reason lease.LossReason
+	Err    error // a *lease.LostError
 }
 
 // Released: the lease was released at the store with a compare-and-swap.
@@ -139,9 +142,11 @@ type Restarting struct {
 	Cause   error
 }
 
-// Escalated: more restarts within the RestartPolicy's period than it
-// allows; the supervisor hands the failure to its parent (Run returns it).
-type Escalated struct {
+// GaveUp: more restarts within the RestartPolicy's period than it allows,
+// or a store error that retrying cannot fix (lease.ErrInvalid,
+// lease.ErrClosed): the supervisor hands the failure to its parent (Run
+// returns it).
+type GaveUp struct {
 	Subject
 	Restarts int
 	Err      error
@@ -157,7 +162,25 @@ func (NotReleased) isEvent()          {}
 func (WorkloadStopTimeout) isEvent()  {}
 func (WorkloadExited) isEvent()       {}
 func (Restarting) isEvent()           {}
-func (Escalated) isEvent()            {}
+func (GaveUp) isEvent()               {}
 func (AcquisitionFailed) isEvent()    {}
 func (SteppedDown) isEvent()          {}
 func (StuckWorkloadStopped) isEvent() {}
+
+// report turns what a Watchdog reports into this package's events.
+func (s *LeaseSupervisor) report(r leasehold.Report) { s.emit(eventOf(r)) }
+
+// eventOf is the Event of a watchdog's report.
+func eventOf(r leasehold.Report) Event {
+	switch r := r.(type) {
+	case leasehold.Renewed:
+		return Renewed{Subject: subjectOf(r.Lease), Token: r.Token, Revision: r.Revision, TTL: r.TTL, ValidUntil: r.ValidUntil}
+	case leasehold.RenewalFailed:
+		return RenewalFailed{Subject: subjectOf(r.Lease), Token: r.Token, Attempt: r.Attempt, Deadline: r.Deadline, Err: r.Err}
+	case leasehold.Poisoned:
+		return Poisoned{Subject: subjectOf(r.Lease), Token: r.Token, Reason: r.Reason, Err: r.Err}
+	}
+	panic(fmt.Sprintf("actors: unknown watchdog report %T", r))
+}
+
+func subjectOf(l lease.Lease) Subject { return Subject{LeaseID: l.ID, OwnerID: l.OwnerID} }

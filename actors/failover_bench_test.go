@@ -33,7 +33,7 @@ import (
 // kept.
 
 // benchPollInterval is the standby retry interval of the failover
-// benchmarks. The seed's default is 5 s; a polling standby's handover
+// benchmarks. The default is 5 s; a polling standby's handover
 // takes up to 5/4 of it, so the baseline scales with it.
 const benchPollInterval = 500 * time.Millisecond
 
@@ -45,8 +45,8 @@ var benchLeaseSeq atomic.Int64
 // standby's workload starts. "watch": the standby is woken by the store's
 // watch (natsstore implements lease.Watcher). "poll": the same store with
 // the Watcher capability hidden, so the standby finds the lease free on
-// its next poll, every StandbyRetryInterval (500 ms, jittered): the seed's
-// behaviour. The release happens at a random phase of the standby's poll
+// its next poll, every StandbyRetryInterval (500 ms, jittered), as a
+// standby without a watch does. The release happens at a random phase of the standby's poll
 // cycle.
 //
 // To show where the time goes, "watch" also reports when the release

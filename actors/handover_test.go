@@ -10,6 +10,7 @@ import (
 
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
+	"github.com/asterforge/aster/supervision"
 )
 
 // eventsOf returns the events of one owner.
@@ -94,7 +95,7 @@ func TestStandbyTakesOverAfterExpiryThroughTheWatch(t *testing.T) {
 		cut := leasetest.NewFaultStore(r.mem) // A's own connection to the store
 		cfgA := r.config("node-a", a.workload(), lc)
 		cfgA.Store = cut
-		cfgA.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		cfgA.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		runA := start(r.supervisor(t, cfgA))
 		synctest.Wait()
 		runB := start(r.supervisor(t, r.config("node-b", (&counter{}).workload(), lc)))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/supervision"
 )
 
 // overlap is a function workload that counts how many of its copies run at
@@ -50,7 +51,7 @@ func TestTwoSupervisorsWithOneOwnerIDNeverLeadTogether(t *testing.T) {
 		o := &overlap{hold: 3 * time.Second}
 		lc := lease.Config{TTL: 5 * time.Second, RenewInterval: time.Second, StandbyRetryInterval: 500 * time.Millisecond}
 		cfg := r.config("pod-7", o.workload(), lc)
-		cfg.Restart = RestartPolicy{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRestarts: -1}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond}, Intensity: supervision.Unlimited}
 		a, b := start(r.supervisor(t, cfg)), start(r.supervisor(t, cfg))
 		time.Sleep(time.Minute)
 		require.NoError(t, a.stop())
@@ -89,7 +90,7 @@ func TestPropsSpawnedTwiceNeverLeadTogether(t *testing.T) {
 		o := &overlap{hold: 3 * time.Second}
 		lc := lease.Config{TTL: 5 * time.Second, RenewInterval: time.Second, StandbyRetryInterval: 500 * time.Millisecond}
 		cfg := r.config("pod-7", o.workload(), lc)
-		cfg.Restart = RestartPolicy{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond, MaxRestarts: -1}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond}, Intensity: supervision.Unlimited}
 		sup := r.supervisor(t, cfg)
 		sys := actor.NewActorSystem()
 		var pids []*actor.PID

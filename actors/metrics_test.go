@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/supervision"
 )
 
 // collect returns every int64 counter of the reader, by name, checking the
@@ -48,7 +49,7 @@ func TestSupervisorCounters(t *testing.T) {
 		r.mem.Tamper(testLease, "node-b", 5*time.Second) // another owner first: a handover
 		cfg := r.config("node-a", (&counter{}).workload(), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
 		cfg.MeterProvider = mp
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}}
 		run := start(r.supervisor(t, cfg))
 		time.Sleep(10 * time.Second) // acquired at 5 s, renewed at 7 and 9 s
 		r.faults.FailRenewals(2)

@@ -17,6 +17,7 @@ import (
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
+	"github.com/asterforge/aster/supervision"
 )
 
 var errBoom = errors.New("boom")
@@ -45,7 +46,7 @@ func TestSupervisorRestartBackoffGrowsAndCaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		cfg := r.config("node-a", failing(nil), lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: 8 * time.Second, MaxRestarts: -1}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: 8 * time.Second}, Intensity: supervision.Unlimited}
 		s := r.supervisor(t, cfg)
 		s.rand = rand.New(rand.NewPCG(1, 2))
 		run := start(s)
@@ -73,7 +74,7 @@ func TestSupervisorRestartBackoffGrowsAndCaps(t *testing.T) {
 		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second},
 			[]time.Duration{policy.Ceiling(0), policy.Ceiling(1), policy.Ceiling(2), policy.Ceiling(3), policy.Ceiling(9)})
 		assert.Greater(t, slices.Max(capped), 4*time.Second, "delays grow past the early ceilings")
-		assert.Zero(t, count[Escalated](r.rec))
+		assert.Zero(t, count[GaveUp](r.rec))
 	})
 }
 
@@ -87,7 +88,7 @@ func TestSupervisorRestartBackoffResetsAfterAStableTerm(t *testing.T) {
 			return 0
 		})
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: 4 * time.Second, ResetAfter: 20 * time.Second, MaxRestarts: -1}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: 4 * time.Second, ResetAfter: 20 * time.Second}, Intensity: supervision.Unlimited}
 		s := r.supervisor(t, cfg)
 		run := start(s)
 		time.Sleep(time.Minute)
@@ -106,13 +107,13 @@ func TestSupervisorEscalatesAfterTooManyRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		cfg := r.config("node-a", failing(nil), lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second, MaxRestarts: 2, Within: time.Minute}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}, Intensity: 2, Period: time.Minute}
 		s := r.supervisor(t, cfg)
 		err := s.Run(t.Context()) // returns by itself
 		require.ErrorIs(t, err, ErrTooManyRestarts)
 		require.ErrorIs(t, err, errBoom, "the last cause is kept")
 		assert.Equal(t, 2, count[Restarting](r.rec))
-		escalated, _ := all[Escalated](r.rec)
+		escalated, _ := all[GaveUp](r.rec)
 		require.Len(t, escalated, 1)
 		assert.Equal(t, 3, escalated[0].Restarts)
 		assert.Equal(t, 3, count[Released](r.rec), "every exit released the lease")
@@ -126,13 +127,13 @@ func TestSupervisorRestartsOutsideThePeriodDoNotEscalate(t *testing.T) {
 		// Every term lasts 40 s: never 3 restarts within a minute.
 		w := failing(func(int) time.Duration { return 40 * time.Second })
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second, MaxRestarts: 2, Within: time.Minute}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}, Intensity: 2, Period: time.Minute}
 		s := r.supervisor(t, cfg)
 		run := start(s)
 		time.Sleep(5 * time.Minute)
 		require.NoError(t, run.stop())
 		assert.Greater(t, count[Restarting](r.rec), 5)
-		assert.Zero(t, count[Escalated](r.rec))
+		assert.Zero(t, count[GaveUp](r.rec))
 	})
 }
 
@@ -158,7 +159,7 @@ func TestSupervisorEscalatesToItsParentActor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		cfg := r.config("node-a", failing(nil), lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second, MaxRestarts: 1, Within: time.Minute}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}, Intensity: 1, Period: time.Minute}
 		s := r.supervisor(t, cfg)
 		sys := actorsys.New(nil)
 		defer sys.Shutdown()
@@ -181,6 +182,6 @@ func TestSupervisorEscalatesUnfixableStoreErrors(t *testing.T) {
 		s := r.supervisor(t, r.config("node-a", (&counter{}).workload(), lease.Config{}))
 		err := s.Run(t.Context())
 		require.ErrorIs(t, err, lease.ErrInvalid)
-		assert.Equal(t, 1, count[Escalated](r.rec))
+		assert.Equal(t, 1, count[GaveUp](r.rec))
 	})
 }

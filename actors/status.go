@@ -95,10 +95,6 @@ type Status struct {
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 }
 
-// Leading reports whether the supervisor holds the lease and runs its
-// workload.
-func (s Status) Leading() bool { return s.State == StateLeading }
-
 // Remaining returns how long the current term stays valid without a
 // renewal, or 0 when not leading.
 func (s Status) Remaining() time.Duration {
@@ -106,11 +102,4 @@ func (s Status) Remaining() time.Duration {
 		return 0
 	}
 	return max(time.Until(s.ValidUntil), 0)
-}
-
-// renewedAt returns the send time of the Hold's last successful write.
-func (h *Hold) renewedAt() time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sent
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -65,7 +66,7 @@ type shared struct {
 	closing atomic.Bool
 	live    liveWork
 	status  atomic.Pointer[Status]
-	hold    atomic.Pointer[Hold] // the current term's, for Status
+	hold    atomic.Pointer[leasehold.Hold] // the current term's, for Status
 	// actor is the incarnation that accepts Resign: the first actor
 	// spawned from Props that still runs.
 	actor atomic.Pointer[actorRef]
@@ -117,7 +118,7 @@ func (s *LeaseSupervisor) Status() Status {
 		if h := s.shared.hold.Load(); h != nil {
 			st.ValidUntil = h.ValidUntil()
 			if st.State == StateLeading {
-				st.RenewedAt = h.renewedAt()
+				st.RenewedAt = h.RenewedAt()
 			}
 		}
 	}
@@ -175,10 +176,7 @@ func (s *LeaseSupervisor) logAttrs(level slog.Level, msg string, token lease.Tok
 }
 
 // opTimeout bounds one acquire or release call.
-func (s *LeaseSupervisor) opTimeout() time.Duration {
-	l := s.cfg.Lease
-	return lease.RenewPeriod(l.EffectiveRenewInterval(), l.EffectiveTTL())
-}
+func (s *LeaseSupervisor) opTimeout() time.Duration { return leasehold.OpTimeout(s.cfg.Lease) }
 
 // retryDelay is the standby poll interval, jittered uniformly in
 // [3/4, 5/4] of StandbyRetryInterval.
@@ -237,7 +235,7 @@ const (
 // term is one leadership term.
 type term struct {
 	seq    uint64
-	hold   *Hold
+	hold   *leasehold.Hold
 	token  lease.Token
 	ctx    context.Context // the workload's
 	cancel context.CancelCauseFunc
@@ -327,7 +325,7 @@ func (s *supervisor) Receive(c actor.Context) {
 				s.tryAcquire(c)
 			}
 		}
-	case Poison:
+	case leasehold.Poison:
 		if t := s.term; t != nil && s.state == StateLeading && t.token == msg.Token {
 			s.endTerm(c, endLost, msg.Err)
 		}
@@ -398,7 +396,7 @@ func (s *supervisor) publish() {
 	if t := s.term; t != nil {
 		st.ValidUntil = t.hold.ValidUntil()
 		if s.state == StateLeading {
-			st.RenewedAt = t.hold.renewedAt()
+			st.RenewedAt = t.hold.RenewedAt()
 		}
 	} else {
 		st.Holder = s.holder

@@ -21,7 +21,7 @@ import (
 	"github.com/asterforge/aster/supervision"
 )
 
-// The three supervisor tests of the aster seed, ported.
+// The three tests a lease supervisor was first specified by.
 
 func TestSeedSupervisorStartsWorkloadAfterAcquireAndReleasesOnShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestSeedSupervisorStopsWorkloadWhenRenewalLosesOwnership(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		ctx, cancel := context.WithCancel(context.Background())
-		w := &counter{onStop: func(context.Context) { cancel() }} // the seed stops the supervisor from stop_workload
+		w := &counter{onStop: func(context.Context) { cancel() }} // the supervisor is stopped from inside the workload
 		s := r.supervisor(t, r.config("node-a", w.workload(), lease.Config{
 			TTL: 5 * time.Second, RenewInterval: 10 * time.Millisecond, StandbyRetryInterval: time.Minute}))
 		done := make(chan error, 1)
@@ -80,7 +80,7 @@ func TestSeedSupervisorStopsWorkloadWhenRenewalLosesOwnership(t *testing.T) {
 		assert.ErrorIs(t, w.lastCause(), lease.ErrLost)
 		poisoned, _ := all[Poisoned](r.rec)
 		require.Len(t, poisoned, 1)
-		assert.Equal(t, PoisonLost, poisoned[0].Reason)
+		assert.Equal(t, lease.LossTaken, poisoned[0].Reason)
 		assert.Zero(t, r.faults.Calls(leasetest.OpRelease), "a lost lease is not released")
 		assert.Equal(t, "node-b", r.holder())
 	})
@@ -117,7 +117,7 @@ func TestSupervisorPersistentFailureStopsWorkloadBeforeExpiry(t *testing.T) {
 		}}
 		cfg := r.config("node-a", w.workload(), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second,
 			SafetyMargin: time.Second, StopTimeout: time.Second, StandbyRetryInterval: time.Minute})
-		cfg.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		s := r.supervisor(t, cfg)
 		run := start(s)
 		time.Sleep(3 * time.Second) // one successful renewal, at 2 s
@@ -135,9 +135,9 @@ func TestSupervisorPersistentFailureStopsWorkloadBeforeExpiry(t *testing.T) {
 		assert.True(t, w.stoppedAt[0].Before(lastWrite.Add(9*time.Second)), "stopped before the validity ends")
 		assert.Equal(t, []bool{true}, heldWhenStopped, "the lease had not expired at the store when the workload stopped")
 		assert.ErrorIs(t, w.lastCause(), lease.ErrLost)
-		var lost *LostError
+		var lost *lease.LostError
 		require.ErrorAs(t, w.lastCause(), &lost)
-		assert.Equal(t, PoisonDeadlinePassed, lost.Reason)
+		assert.Equal(t, lease.LossDeadline, lost.Reason)
 		assert.Zero(t, count[WorkloadStopTimeout](r.rec))
 		restarting, _ := all[Restarting](r.rec)
 		require.Len(t, restarting, 1)
@@ -155,7 +155,7 @@ func TestSupervisorLostOwnershipPoisonsAtOnce(t *testing.T) {
 			return nil
 		})
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		var acquiredAt time.Time
 		cfg.OnEvent = func(ev Event) {
 			r.rec.hook(ev)
@@ -262,7 +262,7 @@ func TestSupervisorWorkloadExitReleasesAndRestarts(t *testing.T) {
 			return nil
 		})
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}}
 		s := r.supervisor(t, cfg)
 		run := start(s)
 		time.Sleep(5 * time.Second)
@@ -350,13 +350,13 @@ func TestSupervisorWatchdogFailurePoisons(t *testing.T) {
 		w := &counter{}
 		cfg := r.config("node-a", w.workload(), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
 		cfg.Store = &panickyStore{Store: r.faults}
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}}
 		run := start(r.supervisor(t, cfg))
 		time.Sleep(5 * time.Second)
 		require.NoError(t, run.stop())
 		poisoned, _ := all[Poisoned](r.rec)
 		require.Len(t, poisoned, 1)
-		assert.Equal(t, PoisonStoreError, poisoned[0].Reason)
+		assert.Equal(t, lease.LossStoreError, poisoned[0].Reason)
 		assert.ErrorIs(t, poisoned[0].Err, errWatchdogStopped)
 		assert.EqualValues(t, 2, w.started.Load(), "led again after the backoff")
 		w.mu.Lock()

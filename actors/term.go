@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/supervision"
 )
@@ -19,7 +20,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	cfg := s.s.cfg
 	s.stopWatch()
 	s.disarm()
-	hold, err := NewHold(cfg.Lease, l, sent)
+	hold, err := leasehold.NewHold(cfg.Lease, l, sent)
 	if err != nil { // cannot happen with a validated config; give the lease back
 		s.giveBack(l, sent)
 		s.failed(err)
@@ -31,7 +32,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	t := &term{seq: seq, hold: hold, token: l.Token, notify: new(atomic.Bool), stuck: new(atomic.Bool)}
 	t.notify.Store(true)
 	t.ctx, t.cancel = context.WithCancelCause(hold.Context())
-	t.dog = c.Spawn(WatchdogProps(cfg.Store, hold, cfg.Lease, cfg.Logger, s.s.emit))
+	t.dog = c.Spawn(leasehold.WatchdogProps(cfg.Store, hold, cfg.Lease, cfg.Logger, s.s.report))
 
 	live, self, root, sup := &s.s.shared.live, s.self, s.system.Root, s.s
 	live.add(seq, l.Token)
@@ -48,7 +49,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	}
 	s.term, s.lastTerm, s.lastToken = t, l.Term, l.Token
 	s.s.shared.hold.Store(hold)
-	t.work = cfg.Workload.start(c, seq, Granted{Token: l.Token, Context: t.ctx, Hold: hold}, stopped)
+	t.work = cfg.Workload.start(c, seq, Granted{Token: l.Token, Context: t.ctx, Term: Term{h: hold}}, stopped)
 	s.setState(StateLeading)
 	s.backoff.Started(time.Now())
 	handover := s.seenOther
@@ -65,7 +66,7 @@ func (s *supervisor) workloadExited(c actor.Context, msg workloadExited) {
 	if t == nil || t.seq != msg.term || s.state != StateLeading {
 		return
 	}
-	var lost *LostError
+	var lost *lease.LostError
 	switch {
 	case errors.As(t.hold.Err(), &lost):
 		// It returned because the lease was lost (maybe before the
@@ -103,10 +104,10 @@ func (s *supervisor) terminated(c actor.Context, who *actor.PID) {
 	case who.Equal(t.dog):
 		t.dogDone = true
 		if s.state == StateLeading {
-			if t.hold.Poison(PoisonStoreError, errWatchdogStopped) {
-				s.s.logAttrs(slog.LevelWarn, "lease poisoned", t.token, slog.String("reason", PoisonStoreError.String()),
+			if t.hold.Poison(lease.LossStoreError, errWatchdogStopped) {
+				s.s.logAttrs(slog.LevelWarn, "lease poisoned", t.token, slog.String("reason", lease.LossStoreError.String()),
 					slog.Any("error", errWatchdogStopped))
-				s.s.emit(Poisoned{Subject: s.s.subject(), Token: t.token, Reason: PoisonStoreError, Err: t.hold.Err()})
+				s.s.emit(Poisoned{Subject: s.s.subject(), Token: t.token, Reason: lease.LossStoreError, Err: t.hold.Err()})
 			}
 			s.endTerm(c, endLost, t.hold.Err())
 			return
@@ -117,7 +118,7 @@ func (s *supervisor) terminated(c actor.Context, who *actor.PID) {
 		if s.state != StateLeading {
 			return
 		}
-		var lost *LostError
+		var lost *lease.LostError
 		switch {
 		case errors.As(t.hold.Err(), &lost):
 			s.endTerm(c, endLost, t.hold.Err())
@@ -217,14 +218,14 @@ func (s *supervisor) finishTerm(c actor.Context) {
 // validity has ended, and reports the outcome. It returns the error a
 // Resign reports.
 func (s *supervisor) releaseTerm(t *term) error {
-	var lost *LostError
-	if errors.As(t.hold.Err(), &lost) && lost.Reason == PoisonLost {
+	var lost *lease.LostError
+	if errors.As(t.hold.Err(), &lost) && lost.Reason == lease.LossTaken {
 		return nil // not ours any more: nothing to release
 	}
 	validUntil := t.hold.ValidUntil()
 	if !time.Now().Before(validUntil) {
 		s.s.logAttrs(slog.LevelWarn, "lease not released: its validity has ended; it expires at the store", t.token)
-		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: ErrExpired})
+		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: lease.ErrExpired})
 		return nil
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), validUntil)
@@ -297,16 +298,19 @@ func (s *supervisor) restart(c actor.Context, cause error) {
 	now := time.Now()
 	keep := s.restarts[:0]
 	for _, at := range s.restarts {
-		if now.Sub(at) < p.within() {
+		if now.Sub(at) < p.period() {
 			keep = append(keep, at)
 		}
 	}
 	s.restarts = append(keep, now)
-	if limit := p.maxRestarts(); limit >= 0 && len(s.restarts) > limit {
-		s.escalate(c, tooManyRestarts(len(s.restarts), p.within(), cause))
+	if len(s.restarts) > p.intensity() {
+		s.escalate(c, tooManyRestarts(len(s.restarts), p.period(), cause))
 		return
 	}
 	delay := s.backoff.Failed(now)
+	if p.Backoff.Immediate {
+		delay = 0
+	}
 	s.s.logAttrs(slog.LevelInfo, "term ended; standing by again after a backoff", 0,
 		slog.Duration("delay", delay), slog.Int("attempt", s.backoff.Attempt()), slog.Any("cause", cause))
 	s.s.emit(Restarting{Subject: s.s.subject(), Attempt: s.backoff.Attempt(), Delay: delay, Cause: cause})
@@ -320,7 +324,7 @@ func (s *supervisor) escalate(c actor.Context, err error) {
 	s.stopWatch()
 	s.setState(StateEscalated)
 	s.s.logAttrs(slog.LevelError, "escalating to the parent", 0, slog.Any("error", err))
-	s.s.emit(Escalated{Subject: s.s.subject(), Restarts: len(s.restarts), Err: err})
+	s.s.emit(GaveUp{Subject: s.s.subject(), Restarts: len(s.restarts), Err: err})
 	if sup, ok := c.(actor.Supervisor); ok {
 		sup.EscalateFailure(err, c.Message())
 		return
@@ -356,7 +360,7 @@ func (s *supervisor) shutdown(c actor.Context) {
 		var released error
 		if stopped := waitUntil(t.work.done, t.stopUntil); stopped {
 			if !t.dogDone {
-				quiesce(c, t.dog, s.s.cfg.Lease.EffectiveStopTimeout())
+				leasehold.Quiesce(c, t.dog, s.s.cfg.Lease.EffectiveStopTimeout())
 			}
 			released = s.releaseTerm(t)
 		} else {

@@ -213,7 +213,7 @@ func TestLateStopIsNotAnErrorOnceStopped(t *testing.T) {
 		})
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second,
 			StopTimeout: time.Second})
-		cfg.Restart = RestartPolicy{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond}}
 		s := r.supervisor(t, cfg)
 		run := start(s)
 		time.Sleep(time.Second)
@@ -261,7 +261,7 @@ func TestWorkloadPanicIsAFailureWithItsStack(t *testing.T) {
 		r := newSupRig(t)
 		w := WorkloadFunc(func(ctx context.Context, _ lease.Token) error { panic("boom") })
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		run := start(r.supervisor(t, cfg))
 		synctest.Wait()
 		exited, _ := all[WorkloadExited](r.rec)
@@ -287,7 +287,7 @@ func TestWorkloadReturningAfterLossIsALoss(t *testing.T) {
 			return ctx.Err()
 		})
 		cfg := r.config("node-a", w, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		run := start(r.supervisor(t, cfg))
 		synctest.Wait()
 		r.faults.LoseRenewals(1)
@@ -356,7 +356,7 @@ func TestStatusWhileLeading(t *testing.T) {
 		begin := time.Now()
 		time.Sleep(3 * time.Second)
 		st := s.Status()
-		assert.True(t, st.Leading())
+		assert.Equal(t, StateLeading, st.State)
 		assert.Equal(t, testLease, st.LeaseID)
 		assert.Equal(t, "node-a", st.OwnerID)
 		assert.NotEmpty(t, st.Term)

@@ -58,7 +58,7 @@ type workloadExited struct {
 
 // WorkloadFunc runs fn while the lease is held, on a goroutine of its own
 // owned by a small Workload actor. ctx is cancelled with cause
-// lease.ErrLost (a *LostError) when the lease is poisoned, and with
+// lease.ErrLost (a *lease.LostError) when the lease is poisoned, and with
 // supervision.ErrShutdown on a graceful shutdown; token is the lease's
 // fencing token. Before each fenced write, read the token again with
 // TokenFrom(ctx): it also fails once the lease's validity has passed on the
@@ -91,7 +91,7 @@ func (w funcWorkload) start(c actor.Context, seq uint64, g Granted, stopped func
 		launched = true
 		root := ac.ActorSystem().Root
 		go func() {
-			err := callWorkload(fn, withHold(g.Context, g.Hold), g.Token)
+			err := callWorkload(fn, withTerm(g.Context, g.Term), g.Token)
 			close(done)
 			stopped()
 			root.Send(sup, workloadExited{term: seq, err: err})

@@ -41,7 +41,7 @@ func (p *probe) Receive(c actor.Context) {
 	case *actor.Stopping:
 		var err error
 		if n := len(p.granted); n > 0 {
-			_, err = p.granted[n-1].Hold.Token()
+			_, err = p.granted[n-1].Term.Token()
 		}
 		p.stopping = append(p.stopping, err)
 	}
@@ -52,7 +52,7 @@ func TestPropsWorkloadIsGrantedAndStoppedOnPoison(t *testing.T) {
 		r := newSupRig(t)
 		p := &probe{}
 		cfg := r.config("node-a", WorkloadProps(p.props()), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Hour, Cap: time.Hour}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		run := start(r.supervisor(t, cfg))
 		synctest.Wait()
 		acquired, _ := all[Acquired](r.rec)
@@ -62,7 +62,7 @@ func TestPropsWorkloadIsGrantedAndStoppedOnPoison(t *testing.T) {
 		g := p.granted[0]
 		p.mu.Unlock()
 		assert.Equal(t, acquired[0].Token, g.Token)
-		token, err := g.Hold.Token()
+		token, err := g.Term.Token()
 		require.NoError(t, err)
 		assert.Equal(t, g.Token, token)
 
@@ -82,7 +82,7 @@ func TestPropsWorkloadFailureEndsTheTerm(t *testing.T) {
 		r := newSupRig(t)
 		p := &probe{panicOnFirstGrant: true}
 		cfg := r.config("node-a", WorkloadProps(p.props()), lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}}
 		run := start(r.supervisor(t, cfg))
 		time.Sleep(5 * time.Second)
 		require.NoError(t, run.stop())
@@ -109,7 +109,7 @@ func TestTreeWorkload(t *testing.T) {
 				Children: []supervision.ChildSpec{{
 					Name: "dispatcher",
 					Func: func(ctx context.Context) error {
-						token, err := g.Hold.Token()
+						token, err := g.Term.Token()
 						if err != nil {
 							return err
 						}
@@ -126,7 +126,7 @@ func TestTreeWorkload(t *testing.T) {
 			}, supervision.Options{})
 		}
 		cfg := r.config("node-a", WorkloadTree(build), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}}
 		run := start(r.supervisor(t, cfg))
 		synctest.Wait()
 		// Lost at 2 s; the old term's key, which no other term may take,
@@ -153,7 +153,7 @@ func TestTreeWorkloadBuildErrorEndsTheTerm(t *testing.T) {
 		bad := errors.New("no config")
 		cfg := r.config("node-a", WorkloadTree(func(Granted) (*supervision.Tree, error) { return nil, bad }),
 			lease.Config{TTL: 10 * time.Second})
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second, MaxRestarts: 1}
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Second, Cap: time.Second}, Intensity: 1}
 		err := r.supervisor(t, cfg).Run(t.Context())
 		require.ErrorIs(t, err, ErrTooManyRestarts)
 		require.ErrorIs(t, err, bad)
@@ -196,8 +196,9 @@ func TestSupervisorConfigValidation(t *testing.T) {
 		"nil func":      func(c *SupervisorConfig) { c.Workload = WorkloadFunc(nil) },
 		"nil props":     func(c *SupervisorConfig) { c.Workload = WorkloadProps(nil) },
 		"nil tree":      func(c *SupervisorConfig) { c.Workload = WorkloadTree(nil) },
-		"bad backoff":   func(c *SupervisorConfig) { c.Restart.Base, c.Restart.Cap = time.Minute, time.Second },
-		"bad period":    func(c *SupervisorConfig) { c.Restart.Within = -time.Second },
+		"bad backoff":   func(c *SupervisorConfig) { c.Restart.Backoff.Base, c.Restart.Backoff.Cap = time.Minute, time.Second },
+		"bad period":    func(c *SupervisorConfig) { c.Restart.Period = -time.Second },
+		"bad meta":      func(c *SupervisorConfig) { c.Meta = map[string]string{"a b": "c"} },
 		"margin >= ttl": func(c *SupervisorConfig) { c.Lease.TTL, c.Lease.SafetyMargin = time.Second, time.Second },
 	} {
 		c := ok

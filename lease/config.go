@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Defaults used when a Config duration is zero. They are the seed's.
+// Defaults used when a Config duration is zero.
 const (
 	DefaultTTL                  = 30 * time.Second
 	DefaultRenewInterval        = 10 * time.Second
@@ -20,8 +20,9 @@ const (
 	maxLeaseIDLen = 255
 )
 
-// MaxTime is the time a saturated expiry is clamped to.
-var MaxTime = time.Unix(1<<63-62135596801, 999999999)
+// maxTime is the time a saturated expiry is clamped to: the largest
+// time.Time.
+var maxTime = time.Unix(1<<63-62135596801, 999999999)
 
 // Config describes one lease and how its owner keeps it.
 //
@@ -69,9 +70,9 @@ func (c Config) EffectiveTTL() time.Duration {
 	return c.TTL
 }
 
-// EffectiveRenewInterval returns the renew interval after the seed's
-// normalisation: 0 means max(TTL/3, 1 s), and an interval >= TTL means
-// max(TTL/2, 1 s).
+// EffectiveRenewInterval returns the renew interval an owner uses: 0 means
+// max(TTL/3, 1 s), and an interval >= TTL, which would let the lease expire
+// between two renewals, means max(TTL/2, 1 s).
 func (c Config) EffectiveRenewInterval() time.Duration {
 	ttl := c.EffectiveTTL()
 	switch {
@@ -116,7 +117,7 @@ func RenewPeriod(interval, ttl time.Duration) time.Duration {
 	return max(min(interval, ttl/2), minRenewPeriod)
 }
 
-// ExpiresAt returns now + TTL, saturating at MaxTime instead of overflowing.
+// ExpiresAt returns now + TTL, saturating at the largest time.Time instead of overflowing.
 // It is for display and for stores that persist an expiry; owners judge their
 // own validity with ValidUntil on the monotonic clock.
 func (c Config) ExpiresAt(now time.Time) time.Time {
@@ -228,15 +229,15 @@ func ValidateOwnerID(id string) error {
 	return nil
 }
 
-// addSat returns t + d, clamped to MaxTime instead of overflowing, and t
+// addSat returns t + d, clamped to maxTime instead of overflowing, and t
 // itself when d is not positive.
 func addSat(t time.Time, d time.Duration) time.Time {
 	if d <= 0 {
 		return t
 	}
 	// Sub saturates at MaxInt64, which is then no bound on d.
-	if left := MaxTime.Sub(t); left <= d && left != math.MaxInt64 {
-		return MaxTime
+	if left := maxTime.Sub(t); left <= d && left != math.MaxInt64 {
+		return maxTime
 	}
 	return t.Add(d)
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
+// maxTime is the largest time.Time, where expiries saturate.
+var maxTime = time.Unix(1<<63-62135596801, 999999999)
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func valid() lease.Config {
@@ -108,16 +111,16 @@ func TestValidateDoesNotMutate(t *testing.T) {
 	assert.Equal(t, before, c)
 }
 
-// Port of the seed's expires_at_saturates_instead_of_panicking_on_absurd_ttl.
+// An absurd TTL saturates at the largest time instead of overflowing.
 func TestExpiresAtSaturates(t *testing.T) {
 	now := time.Now()
 	absurd := lease.Config{TTL: math.MaxInt64}
 	assert.Equal(t, now.Add(math.MaxInt64), absurd.ExpiresAt(now), "the largest TTL still fits after now")
 
-	nearEnd := lease.MaxTime.Add(-time.Hour)
-	assert.Equal(t, lease.MaxTime, lease.Config{TTL: 2 * time.Hour}.ExpiresAt(nearEnd), "saturates at the end of time")
-	assert.Equal(t, lease.MaxTime, absurd.ExpiresAt(nearEnd))
-	assert.Equal(t, lease.MaxTime, absurd.ExpiresAt(lease.MaxTime))
+	nearEnd := maxTime.Add(-time.Hour)
+	assert.Equal(t, maxTime, lease.Config{TTL: 2 * time.Hour}.ExpiresAt(nearEnd), "saturates at the end of time")
+	assert.Equal(t, maxTime, absurd.ExpiresAt(nearEnd))
+	assert.Equal(t, maxTime, absurd.ExpiresAt(maxTime))
 
 	assert.Equal(t, now.Add(time.Minute), lease.Config{TTL: time.Minute}.ExpiresAt(now), "normal TTLs add exactly")
 	assert.Equal(t, now.Add(30*time.Second), lease.Config{}.ExpiresAt(now), "zero TTL means the default")
@@ -128,7 +131,7 @@ func TestValidityDeadlines(t *testing.T) {
 	sent := time.Now()
 	assert.Equal(t, sent.Add(9*time.Second), c.ValidUntil(sent))
 	assert.Equal(t, sent.Add(7*time.Second), c.RenewDeadline(sent))
-	assert.Equal(t, lease.MaxTime, lease.Config{TTL: math.MaxInt64}.ValidUntil(lease.MaxTime.Add(-time.Second)))
+	assert.Equal(t, maxTime, lease.Config{TTL: math.MaxInt64}.ValidUntil(maxTime.Add(-time.Second)))
 }
 
 func TestRenewPeriod(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 func TestCloseReleasesEverythingAndRefusesNewCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a"})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b"})
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node-a"})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node-b"})
 		var guards []*lock.Guard
 		for i := range 3 {
 			g, err := a.locker.Acquire(t.Context(), fmt.Sprint("res.", i))
@@ -46,7 +46,7 @@ func TestCloseReleasesEverythingAndRefusesNewCalls(t *testing.T) {
 			_, _, ok := mem.Holder(fmt.Sprint("res.", i))
 			assert.False(t, ok, "released at the store")
 			_, err := g.Token()
-			assert.ErrorIs(t, err, lock.ErrReleased)
+			assert.ErrorIs(t, err, lease.ErrReleased)
 			assert.True(t, closed(g.Lost()))
 			assert.NoError(t, g.Release(t.Context()), "Close's release is the guard's")
 		}
@@ -130,7 +130,7 @@ func TestCloseSkipsLocksAlreadyLostOrReleased(t *testing.T) {
 		_, _, ok := r.holder("kept")
 		assert.False(t, ok)
 		_, err = kept.Token()
-		assert.ErrorIs(t, err, lock.ErrReleased)
+		assert.ErrorIs(t, err, lease.ErrReleased)
 		assert.ErrorIs(t, lost.Release(t.Context()), lease.ErrLost)
 	})
 }
@@ -147,7 +147,7 @@ func TestCloseLeavesAGivenActorSystemRunning(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, l.Close(t.Context()))
 		_, err = g.Token()
-		assert.ErrorIs(t, err, lock.ErrReleased)
+		assert.ErrorIs(t, err, lease.ErrReleased)
 
 		echo := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 			if s, ok := c.Message().(string); ok {
@@ -194,7 +194,7 @@ func TestCloseRacingAcquisitionsLeavesNothingHeld(t *testing.T) {
 		}
 		for _, g := range guards {
 			_, err := g.Token()
-			assert.ErrorIs(t, err, lock.ErrReleased)
+			assert.ErrorIs(t, err, lease.ErrReleased)
 		}
 	})
 }

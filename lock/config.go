@@ -1,11 +1,7 @@
 package lock
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,22 +13,17 @@ import (
 // DefaultCloseTimeout bounds Close when its context has no deadline.
 const DefaultCloseTimeout = 10 * time.Second
 
-// maxNodeIDLen leaves room in an owner ID (at most 255 bytes) for the
-// instance and sequence suffix.
-const maxNodeIDLen = 200
-
 // Config configures a Locker. The zero value works: a random node ID, locks
 // named by their resource alone, the lease defaults (TTL 30 s, renewal every
 // 10 s), and an actor system of the Locker's own. Config is taken by value
 // and never modified.
 type Config struct {
-	// NodeID names this process on every guard and in every owner ID it
-	// writes: printable ASCII without spaces, at most 200 bytes. "" means
-	// lease.NewOwnerID(). Each acquisition's owner ID is NodeID, a random
-	// instance suffix fresh for every Locker, and a sequence number, so that
-	// two guards never share an owner ID, even across restarts with the
-	// same NodeID.
-	NodeID string
+	// OwnerID names this process, for people, in every lock it holds (a
+	// pod name, for example): printable ASCII without spaces, at most 255
+	// bytes. "" means lease.NewOwnerID(). Every guard is a term of its own
+	// (lease.NewTerm), so two guards never share an identity, even across
+	// restarts of a process with the same OwnerID.
+	OwnerID string
 
 	// Prefix is prepended to every resource to make its lease ID (for
 	// example "lock." to keep locks apart from singleton leases in the same
@@ -90,13 +81,9 @@ func (c Config) leaseConfig(leaseID, owner string, ttl, retry time.Duration) lea
 
 // Validate reports the first problem with c; it matches lease.ErrInvalid.
 func (c Config) Validate() error {
-	if c.NodeID != "" {
-		if err := lease.ValidateOwnerID(c.NodeID); err != nil {
-			return &lease.FieldError{Field: "NodeID", Reason: strings.TrimPrefix(err.Error(), "lease: invalid OwnerID: ")}
-		}
-		if len(c.NodeID) > maxNodeIDLen {
-			return &lease.FieldError{Field: "NodeID", Reason: "is " + strconv.Itoa(len(c.NodeID)) +
-				" bytes long, at most " + strconv.Itoa(maxNodeIDLen) + " allowed"}
+	if c.OwnerID != "" {
+		if err := lease.ValidateOwnerID(c.OwnerID); err != nil {
+			return err
 		}
 	}
 	if c.Prefix != "" {
@@ -126,31 +113,3 @@ func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl }
 // WithRetryInterval sets the longest pause between polls of this Acquire
 // instead of Config.RetryInterval.
 func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
-
-// newInstance returns the random part of a Locker's owner IDs: 16 hex
-// characters from crypto/rand.
-func newInstance() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
-
-// ownerID returns the owner ID of acquisition seq: node/instance/seq, with
-// seq in base 36.
-func ownerID(node, instance string, seq uint64) string {
-	return node + "/" + instance + "/" + strconv.FormatUint(seq, 36)
-}
-
-// NodeOf returns the node ID inside an owner ID written by this package
-// (node/instance/sequence), or "" for any other owner ID.
-func NodeOf(owner string) string {
-	i := strings.LastIndexByte(owner, '/')
-	if i <= 0 {
-		return ""
-	}
-	j := strings.LastIndexByte(owner[:i], '/')
-	if j <= 0 {
-		return ""
-	}
-	return owner[:j]
-}

@@ -7,7 +7,7 @@
 // A Locker holds locks for one process. Acquire blocks until the lock is
 // held or its context ends; TryAcquire makes one attempt:
 //
-//	locker, err := lock.New(store, lock.Config{NodeID: "billing-7"})
+//	locker, err := lock.New(store, lock.Config{OwnerID: "billing-7"})
 //	defer locker.Close(context.Background())
 //
 //	g, err := locker.Acquire(ctx, "invoice.42", lock.WithTTL(10*time.Second))
@@ -36,8 +36,8 @@
 //
 // # Watchdog and poison
 //
-// Each held lock has a watchdog actor (actors.WatchdogProps, the one the
-// LeaseSupervisor uses), a child of the Locker's keeper actor. It renews
+// Each held lock has a watchdog actor (the same watchdog a
+// LeaseSupervisor term has), a child of the Locker's keeper actor. It renews
 // every min(RenewInterval, TTL/2). A renewal that fails with a transient
 // error is retried with short backoff until the renew deadline (the
 // validity minus the stop timeout); then, or at once when the store says
@@ -99,7 +99,7 @@
 //
 // # Scale
 //
-// A held lock costs a Guard, an actors.Hold, a watchdog actor with its
+// A held lock costs a Guard, the shared state of its lease, a watchdog actor with its
 // mailbox, Props and one timer, and the store's own entry; there is no
 // goroutine per lock (a watchdog's renewal runs on a goroutine only while
 // it runs). On the 2-core machine this was built on, that is about 2 KB per

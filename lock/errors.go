@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -17,12 +16,7 @@ var (
 	// returns a *HeldError matching it.
 	ErrHeld = errors.New("lock: held by another owner")
 
-	// ErrReleased is the cause of a guard that was released on purpose (by
-	// Release or by the Locker's Close). Token, Extend and the guard's
-	// Context report it. It is actors.ErrReleased.
-	ErrReleased = actors.ErrReleased
-
-	// ErrWatchdogStopped is the store error inside the *actors.LostError of
+	// ErrWatchdogStopped is the store error inside the *lease.LostError of
 	// a guard whose watchdog actor stopped by itself (it panicked, or its
 	// actor system was shut down under it). The guard is poisoned.
 	ErrWatchdogStopped = errors.New("lock: watchdog stopped unexpectedly")
@@ -33,8 +27,12 @@ var (
 type HeldError struct {
 	Resource string
 	// Owner is the owner ID of the holder, or "" when the store could not
-	// tell (for example a value that has expired but not been reclaimed).
+	// tell (a key that vanished without a release, whose last holder may
+	// act until its TTL has run out).
 	Owner string
+	// Term is the holder's term: another guard of the same Locker has the
+	// same Owner but another Term.
+	Term string
 }
 
 func (e *HeldError) Error() string {
@@ -46,10 +44,6 @@ func (e *HeldError) Error() string {
 
 // Is reports whether target is ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
-
-// Node returns the node ID of the holder when its owner ID was made by this
-// package (see NodeOf), and "" otherwise.
-func (e *HeldError) Node() string { return NodeOf(e.Owner) }
 
 // NotReleased names a lock that Close could not release at the store. Its
 // key expires there after its TTL.

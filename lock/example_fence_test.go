@@ -14,7 +14,7 @@ func ExampleGuard_Fenced() {
 	store := leasetest.NewMemStore()
 	defer store.Close()
 	ctx := context.Background()
-	locker, _ := lock.New(store, lock.Config{NodeID: "node-a"})
+	locker, _ := lock.New(store, lock.Config{OwnerID: "node-a"})
 	defer locker.Close(ctx)
 
 	var fence lease.Fence // guards a downstream resource

@@ -12,7 +12,7 @@ import (
 func Example() {
 	store := leasetest.NewMemStore() // natsstore.Dial(...) in production
 	defer store.Close()
-	locker, err := lock.New(store, lock.Config{NodeID: "billing-7"})
+	locker, err := lock.New(store, lock.Config{OwnerID: "billing-7"})
 	if err != nil {
 		panic(err)
 	}
@@ -29,7 +29,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("held", g.Resource(), "by node", g.NodeID(), "with token", token)
+	fmt.Println("held", g.Resource(), "by", g.OwnerID(), "with token", token)
 
 	// The critical section runs under g.Context(), which is cancelled if
 	// the lock is lost, and passes the token to every write.
@@ -40,6 +40,6 @@ func Example() {
 	_, err = g.Token()
 	fmt.Println("after release:", err)
 	// Output:
-	// held invoice.42 by node billing-7 with token 1
-	// after release: actors: lease released
+	// held invoice.42 by billing-7 with token 1
+	// after release: lease: released
 }

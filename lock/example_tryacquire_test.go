@@ -13,9 +13,9 @@ func ExampleLocker_TryAcquire() {
 	store := leasetest.NewMemStore()
 	defer store.Close()
 	ctx := context.Background()
-	a, _ := lock.New(store, lock.Config{NodeID: "node-a"})
+	a, _ := lock.New(store, lock.Config{OwnerID: "node-a"})
 	defer a.Close(ctx)
-	b, _ := lock.New(store, lock.Config{NodeID: "node-b"})
+	b, _ := lock.New(store, lock.Config{OwnerID: "node-b"})
 	defer b.Close(ctx)
 
 	if _, err := a.TryAcquire(ctx, "report.daily"); err != nil {
@@ -25,8 +25,8 @@ func ExampleLocker_TryAcquire() {
 	_, err := b.TryAcquire(ctx, "report.daily")
 	var held *lock.HeldError
 	if errors.As(err, &held) {
-		fmt.Println("held:", errors.Is(err, lock.ErrHeld), "by node", held.Node())
+		fmt.Println("held:", errors.Is(err, lock.ErrHeld), "by", held.Owner)
 	}
 	// Output:
-	// held: true by node node-a
+	// held: true by node-a
 }

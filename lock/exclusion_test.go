@@ -98,7 +98,7 @@ func TestMutualExclusionInMemory(t *testing.T) {
 		mem := leasetest.NewMemStore()
 		lockers := make([]*lock.Locker, nodes)
 		for i := range lockers {
-			lockers[i] = newRigOn(t, mem, lock.Config{NodeID: "node-" + string(rune('a'+i)), TTL: 3 * time.Second}).locker
+			lockers[i] = newRigOn(t, mem, lock.Config{OwnerID: "node-" + string(rune('a'+i)), TTL: 3 * time.Second}).locker
 		}
 		var x exclusion
 		var wg sync.WaitGroup
@@ -131,7 +131,7 @@ func TestMutualExclusionWithFailingRenewals(t *testing.T) {
 		mem := leasetest.NewMemStore()
 		rigs := make([]*rig, nodes)
 		for i := range rigs {
-			rigs[i] = newRigOn(t, mem, lock.Config{NodeID: "node-" + string(rune('a'+i)), TTL: 3 * time.Second,
+			rigs[i] = newRigOn(t, mem, lock.Config{OwnerID: "node-" + string(rune('a'+i)), TTL: 3 * time.Second,
 				RetryInterval: time.Second})
 		}
 		stopFaults := make(chan struct{})
@@ -190,7 +190,7 @@ func TestMutualExclusionOnNATS(t *testing.T) {
 			ReconnectWait: 20 * time.Millisecond}, natsstore.Config{Bucket: "exclusion"})
 		cancel()
 		require.NoError(t, err)
-		l, err := lock.New(store, lock.Config{NodeID: "node-" + string(rune('a'+i)), TTL: 2 * time.Second,
+		l, err := lock.New(store, lock.Config{OwnerID: "node-" + string(rune('a'+i)), TTL: 2 * time.Second,
 			RetryInterval: 500 * time.Millisecond})
 		require.NoError(t, err)
 		lockers[i] = l

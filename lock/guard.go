@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -22,7 +23,7 @@ import (
 // renewed until its Locker closes.
 type Guard struct {
 	l        *Locker
-	hold     *actors.Hold
+	hold     *leasehold.Hold
 	resource string
 
 	mu       sync.Mutex
@@ -32,9 +33,9 @@ type Guard struct {
 }
 
 // Token returns the fencing token of this acquisition while the lock is
-// held and valid. It fails with ErrReleased once released, with an error
-// matching lease.ErrLost (an *actors.LostError) once poisoned, and with
-// actors.ErrExpired (also matching lease.ErrLost) once the validity has
+// held and valid. It fails with lease.ErrReleased once released, with an error
+// matching lease.ErrLost (an *lease.LostError) once poisoned, and with
+// lease.ErrExpired (also matching lease.ErrLost) once the validity has
 // passed without a renewal. Read it before every fenced write.
 func (g *Guard) Token() (lease.Token, error) { return g.hold.Token() }
 
@@ -44,7 +45,7 @@ func (g *Guard) Lost() <-chan struct{} { return g.hold.Lost() }
 
 // Context returns a context cancelled when the guard ends, with the cause
 // (context.Cause): an error matching lease.ErrLost when the lock was lost,
-// ErrReleased when it was released. Run the critical section under it.
+// lease.ErrReleased when it was released. Run the critical section under it.
 func (g *Guard) Context() context.Context { return g.hold.Context() }
 
 // Err returns nil while the guard is held, and the cause once it has ended.
@@ -62,12 +63,13 @@ func (g *Guard) ValidUntil() time.Time { return g.hold.ValidUntil() }
 // TTL returns the TTL the watchdog renews with (changed by Extend).
 func (g *Guard) TTL() time.Duration { return g.hold.TTL() }
 
-// NodeID returns the node ID of the Locker that holds the lock.
-func (g *Guard) NodeID() string { return g.l.node }
-
-// OwnerID returns the owner ID of this acquisition, as written in the
-// store: node ID, Locker instance and sequence number.
+// OwnerID returns the owner ID of the Locker that holds the lock, as
+// written in the store.
 func (g *Guard) OwnerID() string { return g.hold.Lease().OwnerID }
+
+// Term returns the identity of this guard's tenure, as written in the
+// store: fresh for every acquisition.
+func (g *Guard) Term() string { return g.hold.Lease().Term }
 
 // Tenure returns the guard's token and term, for a lease.Fence or a
 // database's fencing rule (see lease.Fence). Unlike Token it is not checked
@@ -113,14 +115,14 @@ func (g *Guard) Extend(ctx context.Context, ttl time.Duration) error {
 	defer cancel(nil)
 	stop := context.AfterFunc(g.hold.Context(), func() { cancel(context.Cause(g.hold.Context())) })
 	defer stop()
-	if _, err := actors.RequestExtend(ctx, g.l.sys.Root, g.watchdog(), ttl); err != nil {
+	if _, err := leasehold.RequestExtend(ctx, g.l.sys.Root, g.watchdog(), ttl); err != nil {
 		return fmt.Errorf("lock: extend %s to %v: %w", g.resource, ttl, err)
 	}
 	return nil
 }
 
 // Release gives the lock up: it ends the guard (Token fails with
-// ErrReleased from now on), stops its watchdog and deletes the key with a
+// lease.ErrReleased from now on), stops its watchdog and deletes the key with a
 // compare-and-swap on the revision of the last renewal, so that a newer
 // owner's key is never deleted.
 //
@@ -147,7 +149,7 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 	if stopDog && ended {
 		g.stopWatchdog(ctx)
 	}
-	err := actors.ReleaseHold(ctx, g.l.store, g.hold)
+	err := leasehold.Release(ctx, g.l.store, g.hold)
 	le := g.hold.Lease()
 	if err == nil || errors.Is(err, lease.ErrLost) || fatal(err) {
 		g.released, g.relErr = true, err
@@ -193,7 +195,7 @@ func (g *Guard) closeRelease(ctx context.Context) (tried bool, err error) {
 	g.mu.Lock()
 	done := g.released
 	g.mu.Unlock()
-	var lost *actors.LostError
+	var lost *lease.LostError
 	if done || errors.As(g.hold.Err(), &lost) {
 		return false, nil
 	}

@@ -28,9 +28,9 @@ func TestPoisonWhenRenewalsKeepFailing(t *testing.T) {
 		<-g.Lost()
 		assert.Equal(t, start.Add(7*time.Second), time.Now(), "poisoned at the renew deadline: TTL - margin - stop")
 		_, err = g.Token()
-		var lost *actors.LostError
+		var lost *lease.LostError
 		require.ErrorAs(t, err, &lost)
-		assert.Equal(t, actors.PoisonDeadlinePassed, lost.Reason)
+		assert.Equal(t, lease.LossDeadline, lost.Reason)
 		assert.ErrorIs(t, err, lease.ErrLost)
 		assert.ErrorIs(t, err, lease.ErrUnavailable, "the last store error is kept")
 		assert.ErrorIs(t, context.Cause(g.Context()), lease.ErrLost)
@@ -60,9 +60,9 @@ func TestPoisonAtOnceWhenTheStoreSaysLost(t *testing.T) {
 
 		<-g.Lost()
 		assert.Equal(t, start.Add(3*time.Second), time.Now(), "poisoned at the first renewal")
-		var lost *actors.LostError
+		var lost *lease.LostError
 		require.ErrorAs(t, g.Err(), &lost)
-		assert.Equal(t, actors.PoisonLost, lost.Reason)
+		assert.Equal(t, lease.LossTaken, lost.Reason)
 		assert.Equal(t, 1, r.faults.Calls(leasetest.OpRenew), "no retry")
 	})
 }
@@ -142,7 +142,7 @@ func TestExtendChangesWhatTheWatchdogRenews(t *testing.T) {
 		// from now on, it outlives the old 3 s TTL by far.
 		faults.FailAll(leasetest.OpRenew, lease.ErrUnavailable)
 		last := at[len(at)-1]
-		other, err := lock.New(mem, lock.Config{NodeID: "other"})
+		other, err := lock.New(mem, lock.Config{OwnerID: "other"})
 		require.NoError(t, err)
 		defer other.Close(context.Background())
 		time.Sleep(time.Until(last.Add(11 * time.Second)))
@@ -167,7 +167,7 @@ func TestExtendRefusesBadTTLs(t *testing.T) {
 		require.NoError(t, err)
 
 		require.NoError(t, g.Release(t.Context()))
-		assert.ErrorIs(t, g.Extend(t.Context(), 10*time.Second), lock.ErrReleased)
+		assert.ErrorIs(t, g.Extend(t.Context(), 10*time.Second), lease.ErrReleased)
 	})
 }
 
@@ -190,8 +190,8 @@ func TestReleaseAfterLossLeavesTheNewOwnersKey(t *testing.T) {
 	t.Run("poisoned, expired and taken", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			mem := leasetest.NewMemStore()
-			a := newRigOn(t, mem, lock.Config{NodeID: "node-a", TTL: 10 * time.Second})
-			b := newRigOn(t, mem, lock.Config{NodeID: "node-b"})
+			a := newRigOn(t, mem, lock.Config{OwnerID: "node-a", TTL: 10 * time.Second})
+			b := newRigOn(t, mem, lock.Config{OwnerID: "node-b"})
 			ga, err := a.locker.Acquire(t.Context(), "res")
 			require.NoError(t, err)
 			a.faults.FailAll(leasetest.OpRenew, lease.ErrUnavailable)
@@ -232,8 +232,8 @@ func TestReleaseAfterLossLeavesTheNewOwnersKey(t *testing.T) {
 	t.Run("expired while the holder was paused", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			mem := leasetest.NewMemStore()
-			a := newRigOn(t, mem, lock.Config{NodeID: "node-a", TTL: 10 * time.Second})
-			b := newRigOn(t, mem, lock.Config{NodeID: "node-b"})
+			a := newRigOn(t, mem, lock.Config{OwnerID: "node-a", TTL: 10 * time.Second})
+			b := newRigOn(t, mem, lock.Config{OwnerID: "node-b"})
 			ga, err := a.locker.Acquire(t.Context(), "res")
 			require.NoError(t, err)
 			a.faults.Delay(leasetest.OpRenew, time.Hour) // renewals hang: A looks paused
@@ -272,7 +272,7 @@ func TestReleaseRetriesAfterATransientFailure(t *testing.T) {
 		r.faults.FailNext(leasetest.OpRelease, 1, lease.ErrUnavailable)
 		assert.ErrorIs(t, g.Release(t.Context()), lease.ErrUnavailable)
 		_, err = g.Token()
-		assert.ErrorIs(t, err, lock.ErrReleased, "no token once a release started")
+		assert.ErrorIs(t, err, lease.ErrReleased, "no token once a release started")
 		_, _, ok := r.holder("res")
 		assert.True(t, ok, "still at the store")
 		time.Sleep(5 * time.Second) // no watchdog renews it meanwhile, but it is still valid
@@ -293,7 +293,7 @@ func TestReleaseAfterTheValidityDoesNotDelete(t *testing.T) {
 		assert.Error(t, g.Release(t.Context()))
 		time.Sleep(9 * time.Second) // validity: TTL - margin = 9 s
 		err = g.Release(t.Context())
-		assert.ErrorIs(t, err, actors.ErrExpired)
+		assert.ErrorIs(t, err, lease.ErrExpired)
 		assert.Equal(t, 1, r.faults.Calls(leasetest.OpRelease), "never deletes after the validity")
 	})
 }
@@ -301,8 +301,8 @@ func TestReleaseAfterTheValidityDoesNotDelete(t *testing.T) {
 func TestStaleHolderIsFenced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a", TTL: 10 * time.Second})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b"})
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node-a", TTL: 10 * time.Second})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node-b"})
 		var fence lease.Fence
 		var log []lease.Token
 		write := func(tok lease.Token) error { log = append(log, tok); return nil }

@@ -9,13 +9,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
 
 // keeper is the parent of a Locker's watchdogs: it starts one per held
 // lock, receives their Poison messages and stops them, and poisons the
 // guard of a watchdog that stopped by itself. It is the lock's counterpart
-// of the LeaseSupervisor in DESIGN.md §2.
+// of the LeaseSupervisor.
 type keeper struct {
 	l       *Locker
 	self    *actor.PID
@@ -63,12 +64,6 @@ type (
 	}
 )
 
-// watchdogMailbox is the mailbox of every watchdog: a lock-free queue, a
-// few hundred bytes smaller per held lock than protoactor's default ring
-// buffer of ten slots. A watchdog receives a message every renew period, so
-// the ring's throughput buys nothing.
-var watchdogMailbox = actor.UnboundedLockfree()
-
 func keeperProps(l *Locker) *actor.Props {
 	// A watchdog that fails is stopped, never restarted in place: its
 	// Terminated message then poisons its guard.
@@ -87,7 +82,7 @@ func (k *keeper) Receive(c actor.Context) {
 		k.self = c.Self()
 	case spawnWatchdog:
 		m.reply <- k.spawn(c, m)
-	case actors.Poison:
+	case leasehold.Poison:
 		// The watchdog has poisoned the Hold (token reads fail, the guard's
 		// context is cancelled) and is idle: stop it.
 		// When closing, every watchdog is being stopped already.
@@ -117,8 +112,11 @@ func (k *keeper) spawn(c actor.Context, m spawnWatchdog) error {
 		return lease.ErrClosed
 	}
 	le := m.g.hold.Lease()
-	props := actors.WatchdogProps(k.l.store, m.g.hold, m.cfg, k.l.cfg.Logger, k.l.cfg.OnEvent).
-		Configure(actor.WithMailbox(watchdogMailbox))
+	var report func(leasehold.Report)
+	if k.l.cfg.OnEvent != nil {
+		report = k.l.report
+	}
+	props := leasehold.WatchdogProps(k.l.store, m.g.hold, m.cfg, k.l.cfg.Logger, report)
 	pid, err := c.SpawnNamed(props, strconv.FormatUint(uint64(le.Token), 10)+"@"+le.ID)
 	if err != nil {
 		return err
@@ -150,11 +148,11 @@ func (k *keeper) terminated(who *actor.PID) {
 		k.answerClose()
 	}
 	h := kg.g.hold
-	if h.Poison(actors.PoisonStoreError, ErrWatchdogStopped) {
+	if h.Poison(lease.LossStoreError, ErrWatchdogStopped) {
 		le := h.Lease()
 		k.l.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: watchdog stopped unexpectedly; lock poisoned",
 			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
-		k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: actors.PoisonStoreError, Err: h.Err()})
+		k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: h.Err()})
 	}
 }
 

@@ -96,10 +96,10 @@ func TestFenceNATSKVCompareAndSwap(t *testing.T) {
 		return s
 	}
 	faults := leasetest.NewFaultStore(open())
-	a, err := lock.New(faults, lock.Config{NodeID: "node-a", TTL: 2 * time.Second})
+	a, err := lock.New(faults, lock.Config{OwnerID: "node-a", TTL: 2 * time.Second})
 	require.NoError(t, err)
 	defer a.Close(context.Background())
-	b, err := lock.New(open(), lock.Config{NodeID: "node-b", TTL: 2 * time.Second})
+	b, err := lock.New(open(), lock.Config{OwnerID: "node-b", TTL: 2 * time.Second})
 	require.NoError(t, err)
 	defer b.Close(context.Background())
 

@@ -14,25 +14,24 @@ import (
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
 
 // Locker hands out distributed locks kept as leases in a lease.Store. Each
-// held lock has a Guard and a watchdog actor (actors.WatchdogProps) that
+// held lock has a Guard and a watchdog actor (the one a LeaseSupervisor's term has) that
 // renews it; the watchdogs are children of one keeper actor per Locker,
 // which receives their Poison messages.
 //
 // A Locker is safe for concurrent use. Close it when done: it releases the
 // locks still held and stops the watchdogs.
 type Locker struct {
-	store    lease.Store
-	watcher  lease.Watcher // nil when the store cannot watch
-	cfg      Config
-	node     string
-	instance string
-	log      *slog.Logger
-	seq      atomic.Uint64
-	held     atomic.Int64 // locks with a live watchdog
+	store   lease.Store
+	watcher lease.Watcher // nil when the store cannot watch
+	cfg     Config
+	owner   string
+	log     *slog.Logger
+	held    atomic.Int64 // locks with a live watchdog
 
 	sys        *actor.ActorSystem
 	own        *actorsys.System // nil when the system was given
@@ -61,16 +60,15 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 	l := &Locker{
 		store:      store,
 		cfg:        cfg,
-		node:       cfg.NodeID,
-		instance:   newInstance(),
+		owner:      cfg.OwnerID,
 		log:        actorsys.Logger(cfg.Logger),
 		keeperDone: make(chan struct{}),
 		closing:    make(chan struct{}),
 		callsDone:  make(chan struct{}),
 		closeDone:  make(chan struct{}),
 	}
-	if l.node == "" {
-		l.node = lease.NewOwnerID()
+	if l.owner == "" {
+		l.owner = lease.NewOwnerID()
 	}
 	l.watcher, _ = store.(lease.Watcher)
 	l.sys = cfg.System
@@ -82,8 +80,8 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 	return l, nil
 }
 
-// NodeID returns the node ID this Locker writes on every guard.
-func (l *Locker) NodeID() string { return l.node }
+// OwnerID returns the owner ID this Locker writes in every lock it holds.
+func (l *Locker) OwnerID() string { return l.owner }
 
 // Held returns the number of locks held with a running watchdog.
 func (l *Locker) Held() int { return int(l.held.Load()) }
@@ -124,9 +122,8 @@ func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wa
 	if o.ttl < 0 || o.retry < 0 {
 		return nil, &lease.FieldError{Field: "Option", Reason: "TTL and retry interval must not be negative"}
 	}
-	seq := l.seq.Add(1)
-	cfg := l.cfg.leaseConfig(l.cfg.Prefix+resource, ownerID(l.node, l.instance, seq), o.ttl, o.retry)
-	term := lease.NewTerm() // one tenure: every attempt of this call
+	cfg := l.cfg.leaseConfig(l.cfg.Prefix+resource, l.owner, o.ttl, o.retry)
+	term := lease.NewTerm() // one tenure: every attempt of this call, and its guard
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -164,7 +161,7 @@ func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wa
 	}()
 	sawOther := false
 	for {
-		g, owner, err := l.attempt(ctx, cfg, term, resource, sawOther)
+		g, holder, err := l.attempt(ctx, cfg, term, resource, sawOther)
 		switch {
 		case g != nil:
 			return g, nil
@@ -173,7 +170,7 @@ func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wa
 		case err != nil:
 			l.log.Debug("lock: acquisition failed; retrying", "lease_id", cfg.LeaseID, "error", err)
 		case !wait:
-			return nil, &HeldError{Resource: resource, Owner: owner}
+			return nil, &HeldError{Resource: resource, Owner: holder.OwnerID, Term: holder.Term}
 		default:
 			sawOther = true
 		}
@@ -228,45 +225,39 @@ func ctxError(ctx context.Context, resource string) error {
 }
 
 // attempt makes one acquisition. It returns the guard, or the current
-// owner, or the store's error.
-func (l *Locker) attempt(ctx context.Context, cfg lease.Config, term, resource string, handover bool) (*Guard, string, error) {
+// holder, or the store's error.
+func (l *Locker) attempt(ctx context.Context, cfg lease.Config, term, resource string, handover bool) (*Guard, lease.Holder, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", ctxError(ctx, resource)
+		return nil, lease.Holder{}, ctxError(ctx, resource)
 	}
 	sent := time.Now()
-	opCtx, cancel := context.WithTimeout(ctx, opTimeout(cfg))
+	opCtx, cancel := context.WithTimeout(ctx, leasehold.OpTimeout(cfg))
 	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: term, TTL: cfg.EffectiveTTL()})
 	cancel()
 	if err != nil {
-		return nil, "", err
+		return nil, lease.Holder{}, err
 	}
 	if !a.Acquired {
-		return nil, a.Holder.OwnerID, nil
+		return nil, a.Holder, nil
 	}
-	hold, err := actors.NewHold(cfg, a.Lease, sent)
+	hold, err := leasehold.NewHold(cfg, a.Lease, sent)
 	if err != nil { // cannot happen with a validated config: give the lease back
 		l.giveBack(a.Lease)
-		return nil, "", err
+		return nil, lease.Holder{}, err
 	}
 	g := &Guard{l: l, hold: hold, resource: a.Lease.ID[len(l.cfg.Prefix):]}
 	if err := l.register(g, cfg); err != nil {
 		hold.MarkReleased()
 		l.giveBack(a.Lease)
-		return nil, "", err
+		return nil, lease.Holder{}, err
 	}
 	if l.isClosed() {
 		// Close started after the keeper took the guard: Close releases it.
-		return nil, "", lease.ErrClosed
+		return nil, lease.Holder{}, lease.ErrClosed
 	}
 	l.log.Debug("lock: acquired", "lease_id", cfg.LeaseID, "owner_id", cfg.OwnerID, "token", uint64(a.Lease.Token))
 	l.emit(actors.Acquired{Subject: subject(a.Lease), Token: a.Lease.Token, ValidUntil: hold.ValidUntil(), Handover: handover})
-	return g, "", nil
-}
-
-// opTimeout bounds one store call of an acquisition or release: a renew
-// period, as the LeaseSupervisor does.
-func opTimeout(cfg lease.Config) time.Duration {
-	return lease.RenewPeriod(cfg.EffectiveRenewInterval(), cfg.EffectiveTTL())
+	return g, lease.Holder{}, nil
 }
 
 // giveBack releases a lease that will have no guard, bounded by its renew
@@ -320,6 +311,22 @@ func (l *Locker) emit(ev actors.Event) {
 	}
 }
 
+// report turns what a watchdog reports into the lock's events.
+func (l *Locker) report(r leasehold.Report) {
+	var ev actors.Event
+	switch r := r.(type) {
+	case leasehold.Renewed:
+		ev = actors.Renewed{Subject: subject(r.Lease), Token: r.Token, Revision: r.Revision, TTL: r.TTL, ValidUntil: r.ValidUntil}
+	case leasehold.RenewalFailed:
+		ev = actors.RenewalFailed{Subject: subject(r.Lease), Token: r.Token, Attempt: r.Attempt, Deadline: r.Deadline, Err: r.Err}
+	case leasehold.Poisoned:
+		ev = actors.Poisoned{Subject: subject(r.Lease), Token: r.Token, Reason: r.Reason, Err: r.Err}
+	default:
+		return
+	}
+	l.emit(ev)
+}
+
 func subject(le lease.Lease) actors.Subject {
 	return actors.Subject{LeaseID: le.ID, OwnerID: le.OwnerID}
 }
@@ -353,7 +360,7 @@ func (l *Locker) isClosed() bool {
 // Close releases every lock still held (with a compare-and-swap, as
 // Guard.Release does), stops the watchdogs and the Locker's own actor
 // system, and makes later Acquire and TryAcquire calls (and those waiting)
-// return lease.ErrClosed. Guards released by Close report ErrReleased.
+// return lease.ErrClosed. Guards released by Close report lease.ErrReleased.
 //
 // It is bounded by ctx, or by DefaultCloseTimeout when ctx has no
 // deadline, and returns a *CloseError naming the locks it could not release

@@ -19,7 +19,7 @@ import (
 
 func TestAcquireAndRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, lock.Config{NodeID: "node-a", TTL: 10 * time.Second})
+		r := newRig(t, lock.Config{OwnerID: "node-a", TTL: 10 * time.Second})
 		g, err := r.locker.Acquire(t.Context(), "invoice.42")
 		require.NoError(t, err)
 
@@ -29,9 +29,8 @@ func TestAcquireAndRelease(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, g.OwnerID(), owner)
 		assert.Equal(t, uint64(token), rev, "the token is the revision of the acquiring write")
-		assert.Equal(t, "node-a", g.NodeID())
-		assert.Equal(t, "node-a", lock.NodeOf(g.OwnerID()))
-		assert.True(t, strings.HasPrefix(g.OwnerID(), "node-a/"))
+		assert.Equal(t, "node-a", g.OwnerID())
+		assert.NoError(t, lease.ValidateTerm(g.Term()))
 		assert.Equal(t, "invoice.42", g.Resource())
 		assert.Equal(t, 9*time.Second, g.Remaining(), "TTL 10 s - safety margin 1 s")
 		assert.Equal(t, 10*time.Second, g.TTL())
@@ -43,9 +42,9 @@ func TestAcquireAndRelease(t *testing.T) {
 		_, _, ok = r.holder("invoice.42")
 		assert.False(t, ok, "the key is deleted")
 		_, err = g.Token()
-		assert.ErrorIs(t, err, lock.ErrReleased)
+		assert.ErrorIs(t, err, lease.ErrReleased)
 		assert.True(t, closed(g.Lost()))
-		assert.ErrorIs(t, context.Cause(g.Context()), lock.ErrReleased)
+		assert.ErrorIs(t, context.Cause(g.Context()), lease.ErrReleased)
 		assert.Zero(t, g.Remaining())
 		assert.NoError(t, g.Release(t.Context()), "Release is idempotent")
 		assert.Equal(t, 1, r.faults.Calls(leasetest.OpRelease), "one store release")
@@ -59,28 +58,31 @@ func TestAcquireAndRelease(t *testing.T) {
 	})
 }
 
-func TestOwnerIDsAreNeverShared(t *testing.T) {
+// Every guard is a term of its own: two guards never share an identity,
+// across Lockers with one OwnerID (a restart) and within one Locker.
+func TestTermsAreNeverShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node"})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node"}) // a restart with the same node ID
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node"})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node"}) // a restart with the same owner ID
 		seen := map[string]bool{}
 		for _, r := range []*rig{a, b} {
 			for _, res := range []string{"x", "y"} {
 				g, err := r.locker.TryAcquire(t.Context(), res)
 				require.NoError(t, err)
-				assert.False(t, seen[g.OwnerID()], "owner ID %s used twice", g.OwnerID())
-				seen[g.OwnerID()] = true
+				assert.Equal(t, "node", g.OwnerID())
+				assert.False(t, seen[g.Term()], "term %s used twice", g.Term())
+				seen[g.Term()] = true
 				require.NoError(t, g.Release(t.Context()))
 			}
 		}
-		// The same Locker acquiring the same resource again uses a new ID.
+		// The same Locker acquiring the same resource again is a new term.
 		g1, err := a.locker.Acquire(t.Context(), "z")
 		require.NoError(t, err)
 		require.NoError(t, g1.Release(t.Context()))
 		g2, err := a.locker.Acquire(t.Context(), "z")
 		require.NoError(t, err)
-		assert.NotEqual(t, g1.OwnerID(), g2.OwnerID())
+		assert.NotEqual(t, g1.Term(), g2.Term())
 		t1, _ := g1.Token()
 		t2, err := g2.Token()
 		require.NoError(t, err)
@@ -89,39 +91,30 @@ func TestOwnerIDsAreNeverShared(t *testing.T) {
 		// Two guards of one Locker: the second waits for the first.
 		_, err = a.locker.TryAcquire(t.Context(), "z")
 		assert.ErrorIs(t, err, lock.ErrHeld, "a second guard of the same process does not share the lock")
+		// Nor does a Locker of another process with the same owner ID.
+		_, err = b.locker.TryAcquire(t.Context(), "z")
+		var held *lock.HeldError
+		require.ErrorAs(t, err, &held)
+		assert.Equal(t, "node", held.Owner)
+		assert.Equal(t, g2.Term(), held.Term)
 	})
 }
 
-func TestDefaultNodeID(t *testing.T) {
+func TestDefaultOwnerID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, lock.Config{})
-		assert.True(t, strings.HasPrefix(r.locker.NodeID(), lease.OwnerIDPrefix))
+		assert.True(t, strings.HasPrefix(r.locker.OwnerID(), lease.OwnerIDPrefix))
 		g, err := r.locker.Acquire(t.Context(), "r")
 		require.NoError(t, err)
-		assert.Equal(t, r.locker.NodeID(), g.NodeID())
-		assert.Equal(t, r.locker.NodeID(), lock.NodeOf(g.OwnerID()))
+		assert.Equal(t, r.locker.OwnerID(), g.OwnerID())
 	})
-}
-
-func TestNodeOf(t *testing.T) {
-	for owner, node := range map[string]string{
-		"node-a/0123/1":   "node-a",
-		"a/b/c/0123/zz":   "a/b/c",
-		"runtime-abc":     "",
-		"x/1":             "",
-		"/i/1":            "",
-		"":                "",
-		"node/instance/1": "node",
-	} {
-		assert.Equal(t, node, lock.NodeOf(owner), owner)
-	}
 }
 
 func TestTryAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a"})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b"})
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node-a"})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node-b"})
 		ga, err := a.locker.TryAcquire(t.Context(), "res")
 		require.NoError(t, err)
 
@@ -132,7 +125,7 @@ func TestTryAcquire(t *testing.T) {
 		assert.ErrorIs(t, err, lock.ErrHeld)
 		assert.Equal(t, "res", held.Resource)
 		assert.Equal(t, ga.OwnerID(), held.Owner)
-		assert.Equal(t, "node-a", held.Node())
+		assert.Equal(t, ga.Term(), held.Term)
 		assert.Contains(t, err.Error(), ga.OwnerID())
 		assert.Equal(t, start, time.Now(), "TryAcquire does not wait")
 		assert.Equal(t, 2, a.faults.Calls(leasetest.OpAcquire)+b.faults.Calls(leasetest.OpAcquire))
@@ -156,8 +149,8 @@ func TestTryAcquire(t *testing.T) {
 func TestAcquireIsWokenByTheWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a"})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b", RetryInterval: time.Minute})
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node-a"})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node-b", RetryInterval: time.Minute})
 		ga, err := a.locker.Acquire(t.Context(), "res")
 		require.NoError(t, err)
 
@@ -188,8 +181,8 @@ func TestAcquireIsWokenByTheWatch(t *testing.T) {
 func TestAcquireIsWokenByExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a", TTL: 10 * time.Second})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b", RetryInterval: time.Minute})
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node-a", TTL: 10 * time.Second})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node-b", RetryInterval: time.Minute})
 		ga, err := a.locker.Acquire(t.Context(), "res")
 		require.NoError(t, err)
 		start := time.Now()
@@ -216,10 +209,10 @@ func TestAcquirePollsWhenTheWatchIsSilent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := leasetest.NewMemStore()
-				a := newRigOn(t, mem, lock.Config{NodeID: "node-a"})
+				a := newRigOn(t, mem, lock.Config{OwnerID: "node-a"})
 				b := &rig{mem: mem, faults: leasetest.NewFaultStore(mem)}
 				retry := 4 * time.Second
-				lb, err := lock.New(tc.store(b), lock.Config{NodeID: "node-b", RetryInterval: retry})
+				lb, err := lock.New(tc.store(b), lock.Config{OwnerID: "node-b", RetryInterval: retry})
 				require.NoError(t, err)
 				defer lb.Close(context.Background())
 
@@ -248,8 +241,8 @@ func TestAcquirePollsWhenTheWatchIsSilent(t *testing.T) {
 func TestAcquireRespectsTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a"})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b"})
+		a := newRigOn(t, mem, lock.Config{OwnerID: "node-a"})
+		b := newRigOn(t, mem, lock.Config{OwnerID: "node-b"})
 		_, err := a.locker.Acquire(t.Context(), "res")
 		require.NoError(t, err)
 
@@ -287,7 +280,7 @@ func TestAcquireRespectsTheContext(t *testing.T) {
 
 func TestAcquireRetriesTransientErrorsAndStopsOnFatalOnes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, lock.Config{NodeID: "node-a", RetryInterval: time.Second})
+		r := newRig(t, lock.Config{OwnerID: "node-a", RetryInterval: time.Second})
 		r.faults.FailNext(leasetest.OpAcquire, 3, lease.ErrUnavailable)
 		g, err := r.locker.Acquire(t.Context(), "res")
 		require.NoError(t, err)
@@ -326,8 +319,8 @@ func TestNewValidates(t *testing.T) {
 	mem := leasetest.NewMemStore()
 	defer mem.Close()
 	for name, cfg := range map[string]lock.Config{
-		"node with space":  {NodeID: "a b"},
-		"node too long":    {NodeID: strings.Repeat("n", 201)},
+		"owner with space": {OwnerID: "a b"},
+		"owner too long":   {OwnerID: strings.Repeat("n", 256)},
 		"prefix":           {Prefix: "a b"},
 		"prefix with dots": {Prefix: ".x"},
 		"margin":           {TTL: time.Second, SafetyMargin: time.Second},

@@ -73,7 +73,7 @@ func (r *natsRig) last(t *testing.T, resource string) (rev uint64, ttl string) {
 func TestExtendOnNATS(t *testing.T) {
 	r := newNATSRig(t)
 	renewed := make(chan actors.Renewed, 16)
-	l := r.locker(t, r.store(t), lock.Config{NodeID: "node-a", TTL: 2 * time.Second, OnEvent: func(ev actors.Event) {
+	l := r.locker(t, r.store(t), lock.Config{OwnerID: "node-a", TTL: 2 * time.Second, OnEvent: func(ev actors.Event) {
 		if e, ok := ev.(actors.Renewed); ok {
 			select {
 			case renewed <- e:
@@ -114,7 +114,7 @@ func TestExtendOnNATS(t *testing.T) {
 // pins that behaviour; see Guard.Extend.
 func TestExtendBelowTheStoreFloorOnNATS(t *testing.T) {
 	r := newNATSRig(t)
-	l := r.locker(t, r.store(t), lock.Config{NodeID: "node-a", TTL: 2 * time.Second})
+	l := r.locker(t, r.store(t), lock.Config{OwnerID: "node-a", TTL: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	g, err := l.Acquire(ctx, "res")
@@ -141,10 +141,10 @@ func TestExtendBelowTheStoreFloorOnNATS(t *testing.T) {
 
 func TestHandoverOnNATSIsWokenByTheWatch(t *testing.T) {
 	r := newNATSRig(t)
-	a := r.locker(t, r.store(t), lock.Config{NodeID: "node-a"})
+	a := r.locker(t, r.store(t), lock.Config{OwnerID: "node-a"})
 	// Polls would come after minutes: only the watch can wake B in time.
 	bStore := leasetest.NewFaultStore(r.store(t)) // to see B's attempts
-	b := r.locker(t, bStore, lock.Config{NodeID: "node-b", RetryInterval: time.Hour})
+	b := r.locker(t, bStore, lock.Config{OwnerID: "node-b", RetryInterval: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ga, err := a.Acquire(ctx, "res")
@@ -174,8 +174,8 @@ func TestHandoverOnNATSIsWokenByTheWatch(t *testing.T) {
 func TestReleaseAfterLossOnNATS(t *testing.T) {
 	r := newNATSRig(t)
 	faults := leasetest.NewFaultStore(r.store(t))
-	a := r.locker(t, faults, lock.Config{NodeID: "node-a", TTL: time.Second})
-	b := r.locker(t, r.store(t), lock.Config{NodeID: "node-b"})
+	a := r.locker(t, faults, lock.Config{OwnerID: "node-a", TTL: time.Second})
+	b := r.locker(t, r.store(t), lock.Config{OwnerID: "node-b"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ga, err := a.Acquire(ctx, "res")

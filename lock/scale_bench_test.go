@@ -104,7 +104,7 @@ func benchHeldLocks(b *testing.B, n int, ttl time.Duration, paced bool) {
 	}
 	storeCost := storeBytesPerLease(b, names, ttl)
 
-	cfg := lock.Config{NodeID: "bench-node", TTL: ttl}
+	cfg := lock.Config{OwnerID: "bench-node", TTL: ttl}
 	period := lease.RenewPeriod(lease.Config{TTL: ttl}.EffectiveRenewInterval(), ttl)
 	observe := period * 5 / 2
 	rec := newLagRecorder(cfg, n, n*4)

@@ -2,6 +2,7 @@ package supervision
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 
@@ -28,6 +29,10 @@ const (
 	// NoRestarts, as a Spec's Intensity, allows no restart at all: the first
 	// failure that would restart a child escalates.
 	NoRestarts = -1
+
+	// Unlimited, as an Intensity, allows any number of restarts: the
+	// supervisor never escalates.
+	Unlimited = math.MaxInt
 )
 
 // Strategy says which children are restarted when one child must be

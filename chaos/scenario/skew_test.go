@@ -20,6 +20,7 @@ import (
 	"github.com/asterforge/aster/chaos/resource"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
+	"github.com/asterforge/aster/supervision"
 )
 
 // The clock-rate scenarios run in process, in a testing/synctest bubble:
@@ -89,7 +90,7 @@ func runSkew(t *testing.T, rate float64, rounds int) skewRun {
 					}
 					return nil
 				}),
-				Restart: actors.RestartPolicy{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond, MaxRestarts: -1},
+				Restart: actors.RestartPolicy{Backoff: supervision.Backoff{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond}, Intensity: supervision.Unlimited},
 			})
 			require.NoError(t, err)
 			wg.Go(func() { assert.NoError(t, sup.Run(ctx)) })

@@ -113,7 +113,7 @@ func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) er
 	rep := newReporter(hub)
 	defer rep.close(2 * time.Second)
 	locker, err := lock.New(store, lock.Config{
-		NodeID:        cfg.name,
+		OwnerID:       cfg.name,
 		TTL:           cfg.ttl,
 		RetryInterval: cfg.ttl, // the watch wakes a waiting Acquire; polling is the fallback
 		Logger:        log,

@@ -410,7 +410,7 @@ func summarize(r *recorder) *summary {
 
 // earliest returns the earlier of the non-zero times, or the far future.
 func earliest(ts ...time.Time) time.Time {
-	out := lease.MaxTime
+	out := demo.EndOfTime
 	for _, t := range ts {
 		if !t.IsZero() && t.Before(out) {
 			out = t

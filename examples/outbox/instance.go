@@ -155,7 +155,7 @@ func (d *dispatcher) tree(g actors.Granted) (*supervision.Tree, error) {
 }
 
 // run dispatches until the term ends. Before each write it reads the token
-// from the Hold, which fails as soon as the lease is lost or its validity
+// from the Term, which fails as soon as the lease is lost or its validity
 // has ended: a careful writer never sends with a token it no longer holds.
 // The fence is for the writes this check cannot stop (see lateWrite).
 func (d *dispatcher) run(ctx context.Context, g actors.Granted) error {
@@ -163,7 +163,7 @@ func (d *dispatcher) run(ctx context.Context, g actors.Granted) error {
 	tick := time.NewTicker(d.interval)
 	defer tick.Stop()
 	for n := 0; ; n++ {
-		token, err := g.Hold.Token()
+		token, err := g.Term.Token()
 		if err != nil {
 			select { // lost or expired: the LeaseSupervisor stops this workload
 			case <-ctx.Done():
@@ -171,7 +171,7 @@ func (d *dispatcher) run(ctx context.Context, g actors.Granted) error {
 			}
 			return nil
 		}
-		tenure := lease.Tenure{Token: token, Term: g.Hold.Lease().Term}
+		tenure := lease.Tenure{Token: token, Term: g.Term.ID()}
 		d.last.Store(&tenure)
 		w := writeReq{Token: uint64(token), Term: tenure.Term, Seq: d.seq.Add(1), SentAt: time.Now().UnixNano()}
 		resp, err := d.hub.write(ctx, w)
@@ -283,7 +283,7 @@ func (r *reporter) event(ev actors.Event) {
 		r.send(report{Kind: reportStandby, At: now, Detail: e.Holder.OwnerID})
 	case actors.Restarting:
 		r.send(report{Kind: reportRestarting, At: now, Detail: e.Delay.String()})
-	case actors.Escalated:
+	case actors.GaveUp:
 		r.send(report{Kind: reportEscalated, At: now, Detail: errString(e.Err)})
 	}
 }

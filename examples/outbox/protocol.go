@@ -23,7 +23,7 @@ const (
 	reportStopTimeout = "stop-timeout" // actors.WorkloadStopTimeout
 	reportExited      = "exited"       // actors.WorkloadExited
 	reportRestarting  = "restarting"   // actors.Restarting
-	reportEscalated   = "escalated"    // actors.Escalated
+	reportEscalated   = "escalated"    // actors.GaveUp
 	reportBye         = "bye"          // the instance is exiting
 )
 

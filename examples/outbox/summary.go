@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -147,7 +148,7 @@ func summarize(r *recorder, o options) *summary {
 	type interval struct{ from, to time.Time }
 	var ivs []interval
 	for _, t := range terms {
-		iv := interval{from: t.begin(), to: lease.MaxTime}
+		iv := interval{from: t.begin(), to: demo.EndOfTime}
 		for _, end := range []time.Time{t.validUntil, t.stopped, killedAt(r.actions, t)} {
 			if !end.IsZero() && end.Before(iv.to) {
 				iv.to = end

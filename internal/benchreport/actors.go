@@ -2,8 +2,12 @@ package benchreport
 
 import "fmt"
 
-// actorsSection reports the actors package's micro-benchmarks: no goals,
-// but the costs the lock and the supervisor are built from.
+// holdPkg is the package of the held-lease machinery's benchmarks.
+const holdPkg = "leasehold"
+
+// actorsSection reports the held-lease machinery's micro-benchmarks
+// (internal/leasehold): no goals, but the costs the lock and the supervisor
+// are built from.
 func (r *report) actorsSection() {
 	rows := []struct{ bench, unit, what string }{
 		{"BenchmarkWatchdogFootprint", "bytes/watchdog", "live heap per idle watchdog (Hold, actor, mailbox, timer), 10,000 alive"},
@@ -15,7 +19,7 @@ func (r *report) actorsSection() {
 	}
 	var lines []string
 	for _, row := range rows {
-		s := r.spread(failoverPkg, row.bench, row.unit)
+		s := r.spread(holdPkg, row.bench, row.unit)
 		if !s.Valid() {
 			continue
 		}
@@ -32,7 +36,7 @@ func (r *report) actorsSection() {
 		return
 	}
 	b := &r.body
-	b.WriteString("\n## Actors\n\nThe building blocks the lock and the supervisor are made of (no goals of their own).\n\n")
+	b.WriteString("\n## Held leases\n\nThe building blocks the lock and the supervisor are made of (internal/leasehold; no goals of their own).\n\n")
 	b.WriteString("| benchmark | metric | median ± spread (runs) | what |\n|---|---|---|---|\n")
 	for _, l := range lines {
 		b.WriteString(l + "\n")

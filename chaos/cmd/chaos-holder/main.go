@@ -31,6 +31,7 @@ import (
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lock"
 	"github.com/asterforge/aster/natsstore"
+	"github.com/asterforge/aster/supervision"
 )
 
 type options struct {
@@ -118,7 +119,7 @@ func run(ctx context.Context, o options) error {
 			Lease:    cfg,
 			Store:    record.NewStore(store, log, o.proc, cfg, nil),
 			Workload: actors.WorkloadFunc(workload(o, cfg.OwnerID, nil, log, fence)),
-			Restart:  actors.RestartPolicy{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond, MaxRestarts: -1},
+			Restart:  actors.RestartPolicy{Backoff: supervision.Backoff{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond}, Intensity: supervision.Unlimited},
 		})
 		if err != nil {
 			return err

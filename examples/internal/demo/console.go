@@ -160,3 +160,7 @@ func (p *PrefixWriter) flush() {
 		p.buf = nil
 	}
 }
+
+// EndOfTime stands for "not yet": the end of an interval that has not
+// ended.
+var EndOfTime = time.Unix(1<<62, 0)

@@ -1,4 +1,4 @@
-package actors
+package leasehold
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// Message is a message that the lease actors send or accept. The set is
-// sealed: only this package defines Messages.
+// Message is a message a Watchdog sends or accepts. The set is sealed: only
+// this package defines Messages.
 type Message interface{ isMessage() }
 
 // Poison is sent by a Watchdog to its parent when it gives up its lease:
@@ -22,8 +22,8 @@ type Message interface{ isMessage() }
 type Poison struct {
 	LeaseID string
 	Token   lease.Token
-	Reason  PoisonReason
-	Err     error // the Hold's cause: a *LostError matching lease.ErrLost
+	Reason  lease.LossReason
+	Err     error // the Hold's cause: a *lease.LostError matching lease.ErrLost
 }
 
 // Extend asks a Watchdog to renew at once with TTL, and with TTL from then
@@ -49,22 +49,9 @@ type ExtendResult struct {
 	Err        error
 }
 
-// Granted is sent to a workload actor given as Props, right after its
-// Started message: the token of the lease and the context of its term,
-// cancelled with cause lease.ErrLost (a *LostError) when the lease is
-// poisoned and with supervision.ErrShutdown when the supervisor shuts down. Read the
-// token again through Hold.Token before each fenced write: it fails as soon
-// as the lease is lost.
-type Granted struct {
-	Token   lease.Token
-	Context context.Context
-	Hold    *Hold
-}
-
 func (Poison) isMessage()       {}
 func (Extend) isMessage()       {}
 func (ExtendResult) isMessage() {}
-func (Granted) isMessage()      {}
 
 // RequestExtend asks the Watchdog at pid to renew at once with ttl, and
 // with ttl from then on, and waits for its answer until ctx is done. The

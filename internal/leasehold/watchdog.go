@@ -1,4 +1,4 @@
-package actors
+package leasehold
 
 import (
 	"context"
@@ -30,13 +30,13 @@ import (
 // error is retried with short, jittered, capped backoff until the Hold's
 // renew deadline (validity - StopTimeout). It then poisons the Hold and
 // sends a Poison message to its parent: at the deadline with
-// PoisonDeadlinePassed, or at once with PoisonLost when the store says the
-// lease is lost, or PoisonStoreError for answers that retrying cannot fix.
+// lease.LossDeadline, or at once with lease.LossTaken when the store says the
+// lease is lost, or lease.LossStoreError for answers that retrying cannot fix.
 // It never panics for a store error.
 //
 // cfg supplies the RenewInterval; the margins (SafetyMargin, StopTimeout)
 // are the Hold's, given to NewHold;
-// logger may be nil; onEvent, when not nil, receives Renewed,
+// logger may be nil; report, when not nil, receives Renewed,
 // RenewalFailed and Poisoned events on the Watchdog's goroutine.
 //
 // The Watchdog stops renewing as soon as the Hold ends (poisoned or
@@ -52,8 +52,8 @@ import (
 // The Props use protoactor's lock-free unbounded mailbox, which is smaller
 // than the default one; a watchdog gets a message per renew period, so the
 // default's throughput buys nothing.
-func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, onEvent func(Event)) *actor.Props {
-	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger), onEvent: onEvent}
+func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, report func(Report)) *actor.Props {
+	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger), onReport: report}
 	return spec.props()
 }
 
@@ -67,7 +67,7 @@ type watchdogSpec struct {
 	hold     *Hold
 	interval time.Duration // as configured; 0 means derived from the TTL
 	log      *slog.Logger
-	onEvent  func(Event)
+	onReport func(Report)
 	hooks    *watchdogHooks // nil but in tests
 }
 
@@ -144,9 +144,9 @@ type renewTick struct{}
 // a renewal in flight included, have been handled.
 type watchdogSync struct{ done chan struct{} }
 
-// quiesce waits at most timeout until the watchdog at pid has finished what
+// Quiesce waits at most timeout until the watchdog at pid has finished what
 // it was doing; with its Hold ended, it then starts nothing new.
-func quiesce(c actor.Context, pid *actor.PID, timeout time.Duration) bool {
+func Quiesce(c actor.Context, pid *actor.PID, timeout time.Duration) bool {
 	done := make(chan struct{})
 	c.Send(pid, watchdogSync{done: done})
 	t := time.NewTimer(timeout)
@@ -255,7 +255,7 @@ func (w *watchdog) overrun(epoch uint32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.epoch == epoch { // its call is still in flight
-		w.overran = w.hold.Poison(PoisonDeadlinePassed, ErrRenewOverran)
+		w.overran = w.hold.Poison(lease.LossDeadline, ErrRenewOverran)
 	}
 }
 
@@ -307,7 +307,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		if cause == nil {
 			cause = ErrRenewDeadline
 		}
-		w.poison(c, l, PoisonDeadlinePassed, cause)
+		w.poison(c, l, lease.LossDeadline, cause)
 		return w.hold.Err()
 	}
 	period := renewPeriod(w.interval, l.TTL)
@@ -336,17 +336,14 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		}
 		w.done = true
 		w.disarm()
-		w.report(c, l, PoisonDeadlinePassed, ErrRenewOverran)
+		w.report(c, l, lease.LossDeadline, ErrRenewOverran)
 		return w.hold.Err()
 	}
 	if err == nil {
 		w.hold.renewed(renewed, sent)
 		w.fails, w.last = 0, nil
 		w.retry.Reset()
-		if w.onEvent != nil {
-			w.onEvent(Renewed{Subject: subject(l), Token: l.Token, Revision: renewed.Revision, TTL: renewed.TTL,
-				ValidUntil: w.hold.ValidUntil()})
-		}
+		w.emit(Renewed{Lease: renewed, ValidUntil: w.hold.ValidUntil()})
 		if w.jitter {
 			period, w.jitter = jitteredBy(w.rand(), period), false
 		}
@@ -361,18 +358,18 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		w.hold.restore(before) // nothing was written
 		return err
 	}
-	if reason := classify(err); reason != PoisonUnknown {
+	if reason := classify(err); reason != lease.LossUnknown {
 		w.poison(c, l, reason, err)
 		return w.hold.Err()
 	}
 	w.fails++
 	w.last = err
-	w.emit(RenewalFailed{Subject: subject(l), Token: l.Token, Attempt: w.fails, Deadline: deadline, Err: err})
+	w.emit(RenewalFailed{Lease: l, Attempt: w.fails, Deadline: deadline, Err: err})
 	w.log.LogAttrs(context.Background(), slog.LevelWarn, "lease renewal failed; retrying until the renew deadline",
 		leaseAttrs(l, slog.Int("attempt", w.fails), slog.Time("deadline", deadline), slog.Any("error", err))...)
 	now := time.Now()
 	if !now.Before(deadline) {
-		w.poison(c, l, PoisonDeadlinePassed, err)
+		w.poison(c, l, lease.LossDeadline, err)
 		return w.hold.Err()
 	}
 	if w.fails == 1 {
@@ -390,7 +387,7 @@ func retryPolicy(period time.Duration) backoff.Policy {
 }
 
 // poison ends the Hold and tells the parent.
-func (w *watchdog) poison(c actor.Context, l lease.Lease, reason PoisonReason, err error) {
+func (w *watchdog) poison(c actor.Context, l lease.Lease, reason lease.LossReason, err error) {
 	w.done = true
 	w.disarm()
 	if !w.hold.Poison(reason, err) {
@@ -400,11 +397,11 @@ func (w *watchdog) poison(c actor.Context, l lease.Lease, reason PoisonReason, e
 }
 
 // report logs, emits and sends to the parent the poison of the Hold.
-func (w *watchdog) report(c actor.Context, l lease.Lease, reason PoisonReason, err error) {
+func (w *watchdog) report(c actor.Context, l lease.Lease, reason lease.LossReason, err error) {
 	cause := w.hold.Err()
 	w.log.LogAttrs(context.Background(), slog.LevelWarn, "lease poisoned",
 		leaseAttrs(l, slog.String("reason", reason.String()), slog.Any("error", err))...)
-	w.emit(Poisoned{Subject: subject(l), Token: l.Token, Reason: reason, Err: cause})
+	w.emit(Poisoned{Lease: l, Reason: reason, Err: cause})
 	if p := c.Parent(); p != nil {
 		c.Send(p, Poison{LeaseID: l.ID, Token: l.Token, Reason: reason, Err: cause})
 	}
@@ -451,16 +448,14 @@ func (w *watchdog) extend(c actor.Context, msg Extend) {
 // refused reports whether the store refused a renewal as invalid, without
 // writing: for an Extend, that is a refused TTL.
 func refused(err error) bool {
-	return errors.Is(err, lease.ErrInvalid) && classify(err) == PoisonStoreError
+	return errors.Is(err, lease.ErrInvalid) && classify(err) == lease.LossStoreError
 }
 
-func (w *watchdog) emit(ev Event) {
-	if w.onEvent != nil {
-		w.onEvent(ev)
+func (w *watchdog) emit(r Report) {
+	if w.onReport != nil {
+		w.onReport(r)
 	}
 }
-
-func subject(l lease.Lease) Subject { return Subject{LeaseID: l.ID, OwnerID: l.OwnerID} }
 
 // leaseAttrs returns the attributes every lease log record carries.
 func leaseAttrs(l lease.Lease, more ...slog.Attr) []slog.Attr {

@@ -1,4 +1,4 @@
-package actors
+package leasehold
 
 import (
 	"context"
@@ -139,7 +139,7 @@ func TestWatchdogJittersAfterALateRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		var n atomic.Int32
-		hook := func(ev Event) {
+		hook := func(ev Report) {
 			rec.hook(ev)
 			if _, ok := ev.(Renewed); ok && n.Add(1) == 2 {
 				time.Sleep(3 * time.Second) // busy: the next renewal comes due meanwhile
@@ -212,7 +212,7 @@ func TestWatchdogPoisonsAtTheDeadlineWhileTheStoreOverruns(t *testing.T) {
 
 		close(stuck.release) // the renewal lands, late
 		p := <-poison
-		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
+		assert.Equal(t, lease.LossDeadline, p.Reason)
 		assert.ErrorIs(t, p.Err, ErrRenewOverran)
 		assert.ErrorIs(t, p.Err, lease.ErrLost)
 		stop()

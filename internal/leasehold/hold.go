@@ -1,4 +1,4 @@
-package actors
+package leasehold
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 // renewal. It is safe for concurrent use.
 //
 // A Hold starts held. It ends exactly once, either poisoned by the Watchdog
-// (the cause is a *LostError, which matches lease.ErrLost) or released on
-// purpose (ErrReleased); from that moment Token fails, Lost is closed and
+// (the cause is a *lease.LostError, which matches lease.ErrLost) or released on
+// purpose (lease.ErrReleased); from that moment Token fails, Lost is closed and
 // Context is cancelled with the cause. Independently of that, Token fails
-// with ErrExpired once ValidUntil has passed without a renewal.
+// with lease.ErrExpired once ValidUntil has passed without a renewal.
 //
 // Validity is judged on this process's monotonic clock: ValidUntil is the
 // send time of the last successful acquire or renew, plus the TTL of that
@@ -79,7 +79,7 @@ func (h *Hold) setWrite(l lease.Lease, sent time.Time) {
 
 // Token returns the fencing token while the lease is held and valid. It
 // fails with the Hold's cause once poisoned or released, and with
-// ErrExpired once ValidUntil has passed.
+// lease.ErrExpired once ValidUntil has passed.
 func (h *Hold) Token() (lease.Token, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -87,7 +87,7 @@ func (h *Hold) Token() (lease.Token, error) {
 		return 0, h.err
 	}
 	if !time.Now().Before(h.validUntil) {
-		return 0, ErrExpired
+		return 0, lease.ErrExpired
 	}
 	return h.lease.Token, nil
 }
@@ -139,8 +139,8 @@ func (h *Hold) Remaining() time.Duration {
 func (h *Hold) Lost() <-chan struct{} { return h.ctx.Done() }
 
 // Context returns a context cancelled when the Hold ends, with the Hold's
-// cause (context.Cause): a *LostError matching lease.ErrLost when poisoned,
-// ErrReleased when released. It is the lifetime context of the Hold.
+// cause (context.Cause): a *lease.LostError matching lease.ErrLost when poisoned,
+// lease.ErrReleased when released. It is the lifetime context of the Hold.
 func (h *Hold) Context() context.Context { return h.ctx }
 
 // Err returns nil while the Hold is held, and its cause once it has ended.
@@ -151,18 +151,18 @@ func (h *Hold) Err() error {
 	return h.err
 }
 
-// Poison ends the Hold with a *LostError of the given reason and store
+// Poison ends the Hold with a *lease.LostError of the given reason and store
 // error, and reports whether this call ended it (false if it had already
 // ended). Watchdogs call it; a lock may call it when its own store call
 // learns that the lease is lost.
-func (h *Hold) Poison(reason PoisonReason, err error) bool {
-	return h.end(&LostError{Reason: reason, Err: err})
+func (h *Hold) Poison(reason lease.LossReason, err error) bool {
+	return h.end(&lease.LostError{Reason: reason, Err: err})
 }
 
-// MarkReleased ends the Hold with ErrReleased, before the lease is released
+// MarkReleased ends the Hold with lease.ErrReleased, before the lease is released
 // at the store, so that no token is handed out and no renewal is started
 // from then on. It reports whether this call ended the Hold.
-func (h *Hold) MarkReleased() bool { return h.end(ErrReleased) }
+func (h *Hold) MarkReleased() bool { return h.end(lease.ErrReleased) }
 
 func (h *Hold) end(cause error) bool {
 	h.mu.Lock()
@@ -270,27 +270,34 @@ func (h *Hold) validateTTL(ttl time.Duration) error {
 	return c.Validate()
 }
 
-// ReleaseHold ends h (MarkReleased) and releases its lease at store with a
+// Release ends h (MarkReleased) and releases its lease at store with a
 // compare-and-swap on the last revision, so that a newer owner's key is
 // never deleted. Stop h's Watchdog first, so that no renewal moves the
 // revision meanwhile.
 //
-// It never releases after the validity has ended: it returns ErrExpired
+// It never releases after the validity has ended: it returns lease.ErrExpired
 // then, and the call itself is bounded by ValidUntil. A poisoned Hold is not
 // released either; its cause is returned. lease.ErrLost from the store means
 // there was nothing of ours left to release.
-func ReleaseHold(ctx context.Context, store lease.Store, h *Hold) error {
+func Release(ctx context.Context, store lease.Store, h *Hold) error {
 	h.MarkReleased()
 	h.mu.Lock()
 	l, validUntil, cause := h.lease, h.validUntil, h.err
 	h.mu.Unlock()
-	if cause != ErrReleased {
+	if cause != lease.ErrReleased {
 		return cause
 	}
 	if !time.Now().Before(validUntil) {
-		return ErrExpired
+		return lease.ErrExpired
 	}
 	ctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
 	return store.Release(ctx, l)
+}
+
+// RenewedAt returns the send time of the Hold's last successful write.
+func (h *Hold) RenewedAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sent
 }

@@ -1,4 +1,4 @@
-package actors
+package leasehold
 
 import (
 	"testing"
@@ -49,7 +49,7 @@ func TestWatchdogShorterExtendLowersTheValidityBeforeItIsSent(t *testing.T) {
 			r.answer(answerNotLanded)
 		}
 		p := <-r.poison
-		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
+		assert.Equal(t, lease.LossDeadline, p.Reason)
 		_, err := r.hold.Token()
 		require.ErrorIs(t, err, lease.ErrLost)
 		bound, _ := r.bound()

@@ -1,4 +1,4 @@
-package actors
+package leasehold
 
 import (
 	"context"
@@ -72,16 +72,16 @@ func TestWatchdogPersistentFailurePoisonsAtTheDeadline(t *testing.T) {
 		r.faults.FailAll(leasetest.OpRenew, lease.ErrUnavailable)
 		p := <-r.poison
 		poisonedAt := time.Now()
-		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
+		assert.Equal(t, lease.LossDeadline, p.Reason)
 		assert.ErrorIs(t, p.Err, lease.ErrLost)
 		assert.ErrorIs(t, p.Err, lease.ErrUnavailable, "the last store error is kept")
 		// Deadline = acquisition + TTL - margin - stop = 7 s.
 		assert.Equal(t, start.Add(7*time.Second), poisonedAt, "poisoned exactly at the renew deadline")
 		assert.True(t, r.held(), "the lease has not expired at the store yet")
 		_, err := r.hold.Token()
-		var lost *LostError
+		var lost *lease.LostError
 		require.ErrorAs(t, err, &lost)
-		assert.Equal(t, PoisonDeadlinePassed, lost.Reason)
+		assert.Equal(t, lease.LossDeadline, lost.Reason)
 		assert.ErrorIs(t, context.Cause(r.hold.Context()), lease.ErrLost)
 		select {
 		case <-r.hold.Lost():
@@ -103,7 +103,7 @@ func TestWatchdogHangingStorePoisonsAtTheDeadline(t *testing.T) {
 		start := time.Now()
 		r.faults.Delay(leasetest.OpRenew, time.Hour)
 		p := <-r.poison
-		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
+		assert.Equal(t, lease.LossDeadline, p.Reason)
 		assert.Equal(t, start.Add(8*time.Second), time.Now(), "TTL 10 s - margin 1 s - stop 1 s")
 		assert.True(t, r.held())
 	})
@@ -113,14 +113,14 @@ func TestWatchdogLostOwnershipPoisonsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		break_ func(r *watchdogRig)
-		reason PoisonReason
+		reason lease.LossReason
 		is     error
 	}{
-		{"answered lost", func(r *watchdogRig) { r.faults.LoseRenewals(1) }, PoisonLost, lease.ErrLost},
-		{"taken by another owner", func(r *watchdogRig) { r.mem.Tamper(r.cfg.LeaseID, "owner-b", time.Minute) }, PoisonLost, lease.ErrLost},
-		{"deleted", func(r *watchdogRig) { r.mem.Tamper(r.cfg.LeaseID, "", 0) }, PoisonLost, lease.ErrLost},
-		{"corrupt", func(r *watchdogRig) { r.faults.FailNext(leasetest.OpRenew, 1, lease.ErrCorrupt) }, PoisonStoreError, lease.ErrCorrupt},
-		{"store closed", func(r *watchdogRig) { _ = r.mem.Close() }, PoisonStoreError, lease.ErrClosed},
+		{"answered lost", func(r *watchdogRig) { r.faults.LoseRenewals(1) }, lease.LossTaken, lease.ErrLost},
+		{"taken by another owner", func(r *watchdogRig) { r.mem.Tamper(r.cfg.LeaseID, "owner-b", time.Minute) }, lease.LossTaken, lease.ErrLost},
+		{"deleted", func(r *watchdogRig) { r.mem.Tamper(r.cfg.LeaseID, "", 0) }, lease.LossTaken, lease.ErrLost},
+		{"corrupt", func(r *watchdogRig) { r.faults.FailNext(leasetest.OpRenew, 1, lease.ErrCorrupt) }, lease.LossStoreError, lease.ErrCorrupt},
+		{"store closed", func(r *watchdogRig) { _ = r.mem.Close() }, lease.LossStoreError, lease.ErrClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -149,7 +149,7 @@ func TestWatchdogDroppedAnswerIsSafe(t *testing.T) {
 		r := newWatchdogRig(t, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
 		r.faults.DropAfterApply(leasetest.OpRenew, 1)
 		p := <-r.poison
-		assert.Equal(t, PoisonLost, p.Reason)
+		assert.Equal(t, lease.LossTaken, p.Reason)
 		assert.Equal(t, 1, count[RenewalFailed](r.rec))
 	})
 }
@@ -235,10 +235,10 @@ func TestWatchdogStopsWhenReleased(t *testing.T) {
 		assert.Zero(t, count[Poisoned](r.rec))
 		assert.Zero(t, count[RenewalFailed](r.rec))
 		_, err := r.hold.Token()
-		assert.ErrorIs(t, err, ErrReleased)
-		assert.ErrorIs(t, context.Cause(r.hold.Context()), ErrReleased)
+		assert.ErrorIs(t, err, lease.ErrReleased)
+		assert.ErrorIs(t, context.Cause(r.hold.Context()), lease.ErrReleased)
 		assert.Equal(t, time.Duration(0), r.hold.Remaining())
-		assert.False(t, r.hold.Poison(PoisonLost, nil), "a released hold cannot be poisoned")
+		assert.False(t, r.hold.Poison(lease.LossTaken, nil), "a released hold cannot be poisoned")
 	})
 }
 
@@ -251,7 +251,7 @@ func TestWatchdogTimerCancelledOnStop(t *testing.T) {
 		time.Sleep(time.Minute)
 		assert.Equal(t, calls, r.faults.Calls(leasetest.OpRenew))
 		_, err := r.hold.Token()
-		assert.ErrorIs(t, err, ErrExpired, "no renewal: the validity ran out")
+		assert.ErrorIs(t, err, lease.ErrExpired, "no renewal: the validity ran out")
 		assert.True(t, errors.Is(err, lease.ErrLost))
 	})
 }
@@ -267,29 +267,29 @@ func TestHoldValidation(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrInvalid)
 }
 
-func TestReleaseHold(t *testing.T) {
+func TestRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newWatchdogRig(t, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
 		time.Sleep(5 * time.Second)
 		r.hold.MarkReleased()
 		require.NoError(t, r.sys.Root.StopFuture(r.dog).Wait())
-		require.NoError(t, ReleaseHold(t.Context(), r.faults, r.hold))
+		require.NoError(t, Release(t.Context(), r.faults, r.hold))
 		assert.False(t, r.held(), "released at the store")
-		assert.ErrorIs(t, ReleaseHold(t.Context(), r.faults, r.hold), lease.ErrLost, "a second release finds nothing")
+		assert.ErrorIs(t, Release(t.Context(), r.faults, r.hold), lease.ErrLost, "a second release finds nothing")
 	})
 	synctest.Test(t, func(t *testing.T) {
 		r := newWatchdogRig(t, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
 		require.NoError(t, r.sys.Root.StopFuture(r.dog).Wait())
 		time.Sleep(9 * time.Second) // past the validity (9 s), not yet expired at the store (10 s)
 		require.True(t, r.held())
-		require.ErrorIs(t, ReleaseHold(t.Context(), r.faults, r.hold), ErrExpired)
+		require.ErrorIs(t, Release(t.Context(), r.faults, r.hold), lease.ErrExpired)
 		assert.Zero(t, r.faults.Calls(leasetest.OpRelease), "never released after the validity ended")
 	})
 	synctest.Test(t, func(t *testing.T) {
 		r := newWatchdogRig(t, lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second})
 		r.faults.LoseRenewals(1)
 		<-r.poison
-		require.ErrorIs(t, ReleaseHold(t.Context(), r.faults, r.hold), lease.ErrLost)
+		require.ErrorIs(t, Release(t.Context(), r.faults, r.hold), lease.ErrLost)
 		assert.Zero(t, r.faults.Calls(leasetest.OpRelease), "a poisoned hold is not released")
 	})
 }
@@ -318,7 +318,7 @@ func TestWatchdogPausedPastTheDeadlinePoisonsWithACause(t *testing.T) {
 		// it) passed before the watchdog first ran, as after a pause.
 		_, poison, stop := lonelyWatchdog(t, cfg, mem, mem, time.Now().Add(-8500*time.Millisecond))
 		p := <-poison
-		assert.Equal(t, PoisonDeadlinePassed, p.Reason)
+		assert.Equal(t, lease.LossDeadline, p.Reason)
 		assert.ErrorIs(t, p.Err, ErrRenewDeadline)
 		assert.ErrorIs(t, p.Err, lease.ErrLost)
 		stop()
