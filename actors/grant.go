@@ -26,6 +26,14 @@ type Granted struct {
 // with ErrNoTerm.
 type Term struct{ h *leasehold.Hold }
 
+// LeaseID returns the ID of the term's lease, "" for the zero Term.
+func (t Term) LeaseID() string {
+	if t.h == nil {
+		return ""
+	}
+	return t.h.Lease().ID
+}
+
 // ID returns the term's identity (lease.Claim.Term), "" for the zero Term.
 func (t Term) ID() string {
 	if t.h == nil {

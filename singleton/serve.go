@@ -1,0 +1,171 @@
+package singleton
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/lease"
+)
+
+// Request is one request as the leader's handler sees it.
+type Request struct {
+	// ID is the caller's request ID, the same on every re-send of one
+	// request: check it to apply a request once (see Dedupe).
+	ID   string
+	Data []byte
+	// Header is the request's NATS header, with this package's own
+	// headers.
+	Header nats.Header
+	// Tenure is the term handling the request. Its token was checked on the
+	// clock right before the handler was called: give it to every fenced
+	// write the handler makes.
+	Tenure lease.Tenure
+}
+
+// Handler handles one request on the leader and returns the reply's data.
+// An error is sent to the caller as a *HandlerError and is not retried.
+// ctx is the term's context: it ends when the term ends.
+type Handler func(ctx context.Context, req *Request) ([]byte, error)
+
+// ServeConfig says how Serve serves a lease's singleton.
+type ServeConfig struct {
+	// Subject is where requests arrive. "" means Subject(LeaseID of the
+	// term), "aster.singleton.<lease ID>".
+	Subject string
+	// Concurrency is the number of requests handled at once. 0 means 1:
+	// requests are handled one at a time, in the order they arrive, which
+	// is what a sequencer needs.
+	Concurrency int
+	// DrainTimeout bounds the drain when the term ends: requests already
+	// received are answered (those that arrive after the term stopped being
+	// valid are refused with StatusNotLeading). 0 means 5 s. Keep it within
+	// the lease's StopTimeout, or the term is reported stuck.
+	DrainTimeout time.Duration
+	// Logger receives a record for each refused request. nil discards.
+	Logger *slog.Logger
+}
+
+// Serve serves h on the singleton's subject while, and only while, the term
+// that ctx belongs to leads. Call it from a LeaseSupervisor's workload:
+//
+//	actors.WorkloadFunc(func(ctx context.Context, _ lease.Token) error {
+//		return singleton.Serve(ctx, nc, singleton.ServeConfig{}, handle)
+//	})
+//
+// It subscribes at once, handles each request with the term's token checked
+// on the clock (a request that arrives when the term is no longer valid is
+// refused with StatusNotLeading, never handled), and when ctx ends it drains
+// the subscription (the requests already received are answered or refused)
+// and returns nil, or an error if the subscription failed. It returns
+// ErrNoTerm when ctx belongs to no lease term.
+func Serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, h Handler) error {
+	term, ok := actors.TermFrom(ctx)
+	if !ok {
+		return ErrNoTerm
+	}
+	return serve(ctx, nc, cfg, term, h)
+}
+
+func serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, term actors.Term, h Handler) error {
+	if h == nil {
+		return &lease.FieldError{Field: "Handler", Reason: "must not be nil"}
+	}
+	subject := cfg.Subject
+	if subject == "" {
+		subject = Subject(term.LeaseID())
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	workers := max(cfg.Concurrency, 1)
+	drain := cfg.drainTimeout()
+
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, workers)
+	handle := func(m *nats.Msg) {
+		tenure, err := term.Tenure() // on the clock, right before handling
+		if err != nil {
+			log.Debug("singleton: refused a request: the term is not valid", "subject", subject, "error", err)
+			respond(m, replyHeader(StatusNotLeading, lease.Tenure{}), nil)
+			return
+		}
+		req := &Request{ID: m.Header.Get(HeaderRequestID), Data: m.Data, Header: m.Header, Tenure: tenure}
+		data, herr := callHandler(h, ctx, req)
+		if herr != nil {
+			hdr := replyHeader(StatusError, tenure)
+			hdr.Set(HeaderError, herr.Error())
+			respond(m, hdr, nil)
+			return
+		}
+		respond(m, replyHeader(StatusOK, tenure), data)
+	}
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		if workers == 1 {
+			handle(m) // in order, on the subscription's goroutine
+			return
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			handle(m)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("singleton: subscribe to %s: %w", subject, err)
+	}
+	// The subscription is registered at the server once the connection has
+	// flushed it: before that, a request would find no responder.
+	if err := nc.FlushWithContext(ctx); err != nil && ctx.Err() == nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("singleton: subscribe to %s: %w", subject, err)
+	}
+	<-ctx.Done()
+
+	closed := sub.StatusChanged(nats.SubscriptionClosed)
+	if err := sub.Drain(); err != nil {
+		_ = sub.Unsubscribe()
+	}
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		_ = sub.Unsubscribe()
+		log.Warn("singleton: drain did not end in time; pending requests are dropped", "subject", subject,
+			"timeout", drain)
+	}
+	wg.Wait()
+	return nil
+}
+
+func (c ServeConfig) drainTimeout() time.Duration {
+	if c.DrainTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return c.DrainTimeout
+}
+
+// callHandler runs h, turning a panic into an error.
+func callHandler(h Handler, ctx context.Context, req *Request) (data []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("singleton: handler panicked: %v", r)
+		}
+	}()
+	return h(ctx, req)
+}
+
+// respond sends a reply, if the request asked for one.
+func respond(m *nats.Msg, h nats.Header, data []byte) {
+	if m.Reply == "" {
+		return
+	}
+	_ = m.RespondMsg(&nats.Msg{Header: h, Data: data})
+}
