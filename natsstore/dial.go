@@ -82,10 +82,10 @@ func connectRetrying(ctx context.Context, d DialOptions, urls string, opts []nat
 			return nc, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			if attempt == 0 {
+			if last == nil {
 				return nil, cerr
 			}
-			return nil, fmt.Errorf("%w (after %d attempts to connect; the last failed with: %v)", cerr, attempt, last)
+			return nil, fmt.Errorf("%w: %w (gave up after %d attempts to connect)", last, cerr, attempt)
 		}
 		err = connectError(urls, state.certRequested.Load(), err)
 		if !d.RetryConnect || errors.Is(err, lease.ErrInvalid) {
