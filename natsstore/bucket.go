@@ -45,6 +45,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 			History:     1,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.replicas(),
+			MaxBytes:    cfg.MaxBytes,
 		}
 		if serverTTL && cfg.Expiry != ExpiryObserved {
 			kcfg.LimitMarkerTTL = cfg.markerTTL()

@@ -28,6 +28,10 @@ const (
 	DefaultReconnectWait = 250 * time.Millisecond
 	// DefaultConnectTimeout bounds one connection attempt of Dial.
 	DefaultConnectTimeout = 2 * time.Second
+	// DefaultRetryConnectCap is the longest pause between two attempts of
+	// Dial to make its first connection when DialOptions.RetryConnect is
+	// set: the pause starts at ReconnectWait and doubles up to it.
+	DefaultRetryConnectCap = 5 * time.Second
 )
 
 // ExpiryMode says who decides that a lease has expired.
@@ -106,6 +110,21 @@ type Config struct {
 	// OnEvent, when not nil, receives every Event the store reports, on
 	// the store's goroutines. It must not block.
 	OnEvent func(Event)
+
+	// MaxBytes is the size limit of a bucket the store creates, in bytes.
+	// 0 means none. An account with max_bytes_required (a JetStream limit
+	// of the account) refuses to create a bucket without one; opening then
+	// fails with a *lease.FieldError for MaxBytes. A full bucket never
+	// drops held keys, but refuses every write that needs more room (new
+	// keys, a first renewal, a release) with lease.ErrUnavailable: leave
+	// ample room (a lease takes about 200 bytes). An existing bucket keeps
+	// its own limit.
+	MaxBytes int64
+
+	// conn is what Dial knows about the connection it made (nil for
+	// NewConn and New): credential refusals, and which permissions
+	// violations were already blamed on a failure (see Store.fail).
+	conn *connState
 }
 
 // DialOptions says how Dial connects. The zero value connects to
@@ -113,7 +132,10 @@ type Config struct {
 //
 // The connection Dial makes fails fast while disconnected (nothing is
 // buffered for replay after a reconnect, so an operation that failed did
-// not land later) and reconnects forever.
+// not land later) and reconnects forever, also when the server refuses its
+// credentials (an expired or revoked JWT): files named here are read again
+// at every connection attempt, so that a replaced credentials file,
+// client certificate or CA file is used from the next reconnect on.
 type DialOptions struct {
 	// URLs are the servers to connect to. Empty means
 	// nats://127.0.0.1:4222.
@@ -122,21 +144,48 @@ type DialOptions struct {
 	// Name names the connection in the server's monitoring.
 	Name string
 
-	// CredentialsFile is a NATS .creds file (user JWT and nkey seed).
+	// CredentialsFile is a NATS .creds file (user JWT and nkey seed). It is
+	// read at every connection attempt: replace it (atomically, by renaming
+	// a new file over it) to rotate the credentials.
 	CredentialsFile string
-	// NKeySeedFile is a file holding a user nkey seed ("SU...").
+	// NKeySeedFile is a file holding a user nkey seed ("SU..."). Its public
+	// key is read once, by Dial: rotating it takes a new Dial.
 	NKeySeedFile string
 	// User and Password authenticate with a user name and password.
 	User, Password string
 	// Token authenticates with a token.
 	Token string
 
-	// TLS configures TLS; it is cloned. CAFile, CertFile and KeyFile add a
-	// root CA and a client certificate to it (or to a new configuration).
-	TLS      *tls.Config
-	CAFile   string
+	// TLS configures TLS; it is cloned, never modified. When it is set,
+	// or CAFile or CertFile is, the connection requires TLS; otherwise it
+	// uses TLS when the server requires it.
+	TLS *tls.Config
+	// CAFile holds PEM certificates of the CAs that may sign the server's
+	// certificate. They are added to TLS.RootCAs; without TLS.RootCAs they
+	// are the only CAs trusted (not the system's).
+	CAFile string
+	// CertFile and KeyFile hold the client certificate and its key (PEM),
+	// for servers that verify clients (mTLS). They replace
+	// TLS.Certificates.
 	CertFile string
 	KeyFile  string
+
+	// InboxPrefix replaces "_INBOX" as the prefix of the subjects on which
+	// this connection receives replies and watch deliveries. A user whose
+	// subscribe permissions allow only a prefix of its own (such as
+	// "_INBOX_B.>") needs it; so does a user reaching JetStream in another
+	// account through an API prefix, which must import the deliveries on
+	// that prefix (see docs/nats.md). "" means "_INBOX".
+	InboxPrefix string
+
+	// RetryConnect makes Dial retry its first connection, with a backoff
+	// from ReconnectWait up to DefaultRetryConnectCap, until it succeeds
+	// or ctx ends, so that a service may start before its NATS server
+	// (or before its account or credentials are in place). Unreachable
+	// servers and refused credentials are retried (each failed attempt is
+	// logged); configuration errors (lease.ErrInvalid) are not. Without
+	// it, Dial fails at the first refusal.
+	RetryConnect bool
 
 	// ReconnectWait is the pause between reconnect attempts. 0 means
 	// DefaultReconnectWait.
@@ -211,6 +260,8 @@ func (c Config) validate() error {
 		return bad("CloseTimeout", "must not be negative, got %v", c.CloseTimeout)
 	case c.Domain != "" && c.APIPrefix != "":
 		return bad("Domain", "set Domain or APIPrefix, not both")
+	case c.MaxBytes < 0:
+		return bad("MaxBytes", "must not be negative (0 means no limit), got %d", c.MaxBytes)
 	}
 	return nil
 }

@@ -3,12 +3,17 @@ package natsstore
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
-	"log/slog"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
+	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -17,10 +22,18 @@ import (
 //
 // The connection fails fast while disconnected: nothing is buffered, so an
 // operation attempted while the server is away returns lease.ErrUnavailable
-// at once and never lands later. It reconnects forever, and watches are
-// re-created after every reconnect. Authentication failures match
-// ErrAuthentication; a user without the permissions the store needs gets
-// ErrPermission.
+// at once and never lands later. It reconnects forever, even while the
+// server refuses its credentials (reading the credentials file again at
+// every attempt, so that a rotated file is picked up), and watches are
+// re-created after every reconnect.
+//
+// Errors: a *lease.FieldError (lease.ErrInvalid) for a configuration that
+// cannot work (a missing file, a server that requires a client certificate
+// when none is configured, an account that requires Config.MaxBytes);
+// ErrAuthentication for refused credentials; ErrPermission for a user
+// without the permissions the store needs; lease.ErrUnavailable for a
+// server that cannot be reached (retried until ctx ends with
+// d.RetryConnect).
 func Dial(ctx context.Context, d DialOptions, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -28,7 +41,8 @@ func Dial(ctx context.Context, d DialOptions, cfg Config) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	opts, err := d.natsOptions(cfg.logger())
+	state := newConnState(cfg)
+	opts, err := d.natsOptions(state)
 	if err != nil {
 		return nil, err
 	}
@@ -36,14 +50,11 @@ func Dial(ctx context.Context, d DialOptions, cfg Config) (*Store, error) {
 	if urls == "" {
 		urls = nats.DefaultURL
 	}
-	nc, err := connect(ctx, urls, opts)
+	nc, err := connectRetrying(ctx, d, urls, opts, state)
 	if err != nil {
-		if isAuthFailure(err) {
-			return nil, fmt.Errorf("%w: connect to %s: %w (check the user and password, token, nkey or credentials file)",
-				ErrAuthentication, urls, err)
-		}
-		return nil, fmt.Errorf("natsstore: connect to %s: %w: %w", urls, lease.ErrUnavailable, err)
+		return nil, err
 	}
+	cfg.conn = state
 	js, err := newJetStream(nc, cfg)
 	if err != nil {
 		nc.Close()
@@ -52,9 +63,45 @@ func Dial(ctx context.Context, d DialOptions, cfg Config) (*Store, error) {
 	s, err := open(ctx, js, cfg, true)
 	if err != nil {
 		nc.Close()
-		return nil, err
+		return nil, openError(cfg, err)
 	}
 	return s, nil
+}
+
+// connectRetrying makes the first connection: once, or with d.RetryConnect
+// until it succeeds, fails for a reason retrying cannot fix, or ctx ends.
+func connectRetrying(ctx context.Context, d DialOptions, urls string, opts []nats.Option, state *connState) (*nats.Conn, error) {
+	wait := d.reconnectWait()
+	policy := backoff.Policy{Base: wait, Cap: max(wait, DefaultRetryConnectCap), Jitter: backoff.Equal}
+	var last error // the last attempt's error, classified
+	for attempt := 0; ; attempt++ {
+		state.certRequested.Store(false)
+		nc, err := connect(ctx, urls, opts)
+		if err == nil {
+			state.connected(nc)
+			return nc, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			if last == nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("%w: %w (gave up after %d attempts to connect)", last, cerr, attempt)
+		}
+		err = connectError(urls, state.certRequested.Load(), err)
+		if !d.RetryConnect || errors.Is(err, lease.ErrInvalid) {
+			return nil, err
+		}
+		last = err
+		pause := policy.Delay(attempt, nil)
+		state.log.Warn("natsstore: cannot connect to NATS yet; retrying", "err", err, "attempt", attempt+1, "pause", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %w (gave up after %d attempts to connect)", err, ctx.Err(), attempt+1)
+		case <-t.C:
+		}
+	}
 }
 
 // connect runs nats.Connect, which takes no context, so that a done ctx
@@ -82,8 +129,18 @@ func connect(ctx context.Context, urls string, opts []nats.Option) (*nats.Conn, 
 	}
 }
 
-// natsOptions translates d into nats.go options.
-func (d DialOptions) natsOptions(log *slog.Logger) ([]nats.Option, error) {
+func (d DialOptions) reconnectWait() time.Duration {
+	if d.ReconnectWait == 0 {
+		return DefaultReconnectWait
+	}
+	return d.ReconnectWait
+}
+
+// natsOptions translates d into nats.go options. Every file named in d is
+// read now, so that a missing or malformed one is a *lease.FieldError at
+// once, and again at every connection attempt (by nats.go's callbacks), so
+// that a replaced one is used from the next reconnect on.
+func (d DialOptions) natsOptions(state *connState) ([]nats.Option, error) {
 	bad := func(field, format string, args ...any) error {
 		return &lease.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -105,43 +162,48 @@ func (d DialOptions) natsOptions(log *slog.Logger) ([]nats.Option, error) {
 	if (d.CertFile == "") != (d.KeyFile == "") {
 		return nil, bad("CertFile", "CertFile and KeyFile go together")
 	}
-	wait := d.ReconnectWait
-	if wait == 0 {
-		wait = DefaultReconnectWait
+	if p := d.InboxPrefix; p != "" && (strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".")) {
+		return nil, bad("InboxPrefix", "%q is not a subject prefix (no wildcards, spaces or leading or trailing dots)", p)
 	}
 	timeout := d.ConnectTimeout
 	if timeout == 0 {
 		timeout = DefaultConnectTimeout
 	}
+	log := state.log
 	opts := []nats.Option{
 		nats.ReconnectBufSize(-1), // fail fast: nothing is replayed after a reconnect
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(wait),
+		nats.ReconnectWait(d.reconnectWait()),
 		nats.Timeout(timeout),
+		// nats.go stops reconnecting after the same refusal of the
+		// credentials twice in a row; keep trying, re-reading the
+		// credentials file, so that a rotated file is picked up.
+		nats.IgnoreAuthErrorAbort(),
 		// nats.go's default handler writes to stderr; a library is quiet.
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subject := ""
-			if sub != nil {
-				subject = sub.Subject
-			}
-			log.Warn("natsstore: asynchronous NATS error", "err", err, "subject", subject)
-		}),
+		nats.ErrorHandler(state.asyncError),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err == nil || nc.IsClosed() {
 				return // our own Close, not a lost connection
 			}
 			log.Warn("natsstore: disconnected from NATS", "err", err)
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("natsstore: reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Debug("natsstore: reconnect attempt failed", "err", err)
 		}),
+		nats.ReconnectHandler(state.reconnected),
 	}
 	if d.Name != "" {
 		opts = append(opts, nats.Name(d.Name))
 	}
+	if d.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(d.InboxPrefix))
+	}
 	switch {
 	case d.CredentialsFile != "":
-		opts = append(opts, nats.UserCredentials(d.CredentialsFile))
+		if err := checkCredentials(d.CredentialsFile); err != nil {
+			return nil, bad("CredentialsFile", "%v", err)
+		}
+		opts = append(opts, nats.UserCredentials(d.CredentialsFile)) // read at every connect
 	case d.NKeySeedFile != "":
 		o, err := nats.NkeyOptionFromSeed(d.NKeySeedFile)
 		if err != nil {
@@ -153,16 +215,88 @@ func (d DialOptions) natsOptions(log *slog.Logger) ([]nats.Option, error) {
 	case d.Token != "":
 		opts = append(opts, nats.Token(d.Token))
 	}
+	o, err := d.tlsOption(state)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, o), nil
+}
+
+// checkCredentials reads a .creds file as nats.go will: a user JWT and an
+// nkey seed.
+func checkCredentials(path string) error {
+	contents, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if _, err := nkeys.ParseDecoratedJWT(contents); err != nil {
+		return fmt.Errorf("%s: no user JWT in it: %w", path, err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(contents)
+	if err != nil {
+		return fmt.Errorf("%s: no nkey seed in it: %w", path, err)
+	}
+	kp.Wipe()
+	return nil
+}
+
+// tlsOption returns the option that configures TLS. The configuration is
+// always set, so that a server that requires TLS gets it even when d names
+// none; the connection requires TLS only when d configures it. When no
+// client certificate is configured, a server that asks for one is noted, so
+// that a refused connection can say what is missing.
+func (d DialOptions) tlsOption(state *connState) (nats.Option, error) {
+	bad := func(field, format string, args ...any) error {
+		return &lease.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if d.TLS != nil {
-		opts = append(opts, nats.Secure(d.TLS.Clone()))
-	} else if d.CAFile != "" || d.CertFile != "" {
-		opts = append(opts, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12}))
+		cfg = d.TLS.Clone()
 	}
+	secure := d.TLS != nil || d.CAFile != "" || d.CertFile != ""
+
+	var rootCAs func() (*x509.CertPool, error)
 	if d.CAFile != "" {
-		opts = append(opts, nats.RootCAs(d.CAFile))
+		base := cfg.RootCAs
+		rootCAs = func() (*x509.CertPool, error) {
+			pool := x509.NewCertPool()
+			if base != nil {
+				pool = base.Clone()
+			}
+			pem, err := os.ReadFile(d.CAFile)
+			if err != nil {
+				return nil, err
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%s: no PEM certificate in it", d.CAFile)
+			}
+			return pool, nil
+		}
+		if _, err := rootCAs(); err != nil {
+			return nil, bad("CAFile", "%v", err)
+		}
 	}
+
+	var clientCert func() (tls.Certificate, error)
 	if d.CertFile != "" {
-		opts = append(opts, nats.ClientCert(d.CertFile, d.KeyFile))
+		clientCert = func() (tls.Certificate, error) {
+			return tls.LoadX509KeyPair(d.CertFile, d.KeyFile)
+		}
+		if _, err := clientCert(); err != nil {
+			return nil, bad("CertFile", "client certificate %s and key %s: %v", d.CertFile, d.KeyFile, err)
+		}
+	} else if len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			state.certRequested.Store(true)
+			return &tls.Certificate{}, nil // none: the server decides
+		}
 	}
-	return opts, nil
+
+	return func(o *nats.Options) error {
+		o.TLSConfig = cfg
+		o.Secure = o.Secure || secure
+		o.RootCAsCB = rootCAs
+		o.TLSCertCB = clientCert
+		return nil
+	}, nil
 }

@@ -14,7 +14,17 @@
 // policy that drops keys, values too small) is refused with ErrBucketConfig
 // and a reason. A user without the permissions the store needs gets
 // ErrPermission at once, not a timeout; refused credentials give
-// ErrAuthentication.
+// ErrAuthentication; a configuration that cannot work (a missing file, a
+// server that requires a client certificate, an account that requires
+// Config.MaxBytes) gives a *lease.FieldError naming the field to fix.
+//
+// The connection Dial makes keeps reconnecting while the server refuses its
+// credentials, and reads the credentials file again at every attempt: to
+// rotate credentials, replace the file before they expire (see
+// docs/nats.md). Until a refused connection is accepted again, operations
+// fail with ErrAuthentication, and Config.OnEvent receives
+// AuthenticationFailed and then AuthenticationRecovered.
+// DialOptions.RetryConnect retries the first connection until ctx ends.
 //
 // The package embedded (a separate import, so that this one never compiles
 // nats-server) runs a server inside the process for demos and tests.

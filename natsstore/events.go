@@ -70,3 +70,32 @@ func (s *Store) emit(ev Event) {
 		s.cfg.OnEvent(ev)
 	}
 }
+
+// AuthenticationFailed reports that the NATS server refused the credentials
+// of the connection Dial made (they expired, were revoked, or are wrong),
+// when it first happens after the connection was up. The store keeps
+// reconnecting, reading the credentials file again at every attempt; until
+// an attempt succeeds, operations fail with ErrAuthentication. Replace the
+// credentials file. AuthenticationRecovered follows when it is accepted.
+type AuthenticationFailed struct {
+	Server string // the server last connected to
+	Reason string // the server's refusal
+}
+
+// AuthenticationRecovered reports that the connection Dial made is up again
+// after its credentials were refused.
+type AuthenticationRecovered struct {
+	Server   string
+	Refusals int // refused attempts in between
+}
+
+func (AuthenticationFailed) isEvent()    {}
+func (AuthenticationRecovered) isEvent() {}
+
+func (e AuthenticationFailed) String() string {
+	return fmt.Sprintf("NATS server %s refuses the credentials (%s); reconnecting: replace the credentials file", e.Server, e.Reason)
+}
+
+func (e AuthenticationRecovered) String() string {
+	return fmt.Sprintf("reconnected to NATS server %s after %d refused attempts", e.Server, e.Refusals)
+}

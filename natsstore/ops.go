@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -513,25 +512,6 @@ func orNotFound(m *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
 		return &jetstream.RawStreamMsg{}
 	}
 	return m
-}
-
-// fail translates a transport error into a lease error: ErrPermission for
-// a permissions violation, otherwise ErrUnavailable (and ctx.Err() when ctx
-// is done), with the connection state when it explains the failure.
-func (s *Store) fail(ctx context.Context, what string, err error) error {
-	// The connection's last error is sticky: count it only when it names a
-	// subject this store uses.
-	if perm := permissionDenied(s.nc, err); perm != nil &&
-		(strings.Contains(perm.Error(), s.subject) || strings.Contains(perm.Error(), "$JS.") ||
-			strings.Contains(perm.Error(), "_INBOX")) {
-		return fmt.Errorf("natsstore: %s: %w: %w", what, lease.ErrUnavailable, perm)
-	}
-	if s.nc != nil {
-		if st := s.nc.Status(); st != nats.CONNECTED {
-			what += " (not connected to NATS: " + st.String() + ")"
-		}
-	}
-	return unavailable(ctx, what, err)
 }
 
 // ttlFor returns the per-message TTL of a held value: the lease TTL rounded

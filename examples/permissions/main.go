@@ -1,13 +1,18 @@
 // Command permissions prints the NATS permissions a service account needs to
-// use a natsstore bucket, and with -check proves them: it starts a
-// nats-server in the process with a user that has exactly those
-// permissions, and has that user open the bucket, acquire, renew and release
-// a lease and watch it; then, for each required permission, a user without
-// it, who must be refused with natsstore.ErrPermission.
+// use a natsstore bucket, for the way it reaches JetStream, and with -check
+// proves them: it starts nats-server in the process in that topology, with
+// a user that has exactly those permissions, and has that user open the
+// bucket, acquire, renew and release a lease, see the release through a
+// watch, and watch several MiB of updates of a scratch key (which proves
+// that flow control works); then, for each permission whose absence the
+// store reports at once, a user without it, who must be refused with
+// natsstore.ErrPermission.
 //
 //	go run ./examples/permissions -bucket aster_leases
-//	go run ./examples/permissions -bucket aster_leases -domain hub
-//	go run ./examples/permissions -check
+//	go run ./examples/permissions -domain hub            # connected to a server of domain hub
+//	go run ./examples/permissions -domain hub -leaf      # connected to a leaf node of it
+//	go run ./examples/permissions -api-prefix JS.A.API -inbox-prefix _INBOX_SVC -exporter A
+//	go run ./examples/permissions -check -domain hub -leaf
 package main
 
 import (
@@ -18,44 +23,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/natsstore"
 )
-
-// perm is one subject a service account may publish to.
-type perm struct {
-	Subject  string
-	Why      string
-	Required bool // needed (as opposed to recommended)
-	Create   bool // needed only when the store is to create the bucket
-	// Refused: without it, Dial or Watch fails at once with
-	// natsstore.ErrPermission (Check proves it).
-	Refused bool
-}
-
-// Permissions lists what a service account needs for bucket, with the
-// JetStream domain (or "") of the account.
-func Permissions(bucket, domain string) (publish []perm, subscribe []string) {
-	api := "$JS.API"
-	if domain != "" {
-		api = "$JS." + domain + ".API"
-	}
-	stream := "KV_" + bucket
-	return []perm{
-		{api + ".INFO", "account info: the server's JetStream API level", true, false, true},
-		{api + ".STREAM.INFO." + stream, "bind to the bucket and check its configuration", true, false, true},
-		{api + ".STREAM.MSG.GET." + stream, "read a lease through the stream leader", true, false, true},
-		{api + ".CONSUMER.CREATE." + stream + ".>", "watch a lease (an ordered consumer)", true, false, true},
-		{"$KV." + bucket + ".>", "acquire, renew and release (conditional publishes with a TTL)", true, false, true},
-		{api + ".CONSUMER.DELETE." + stream + ".>", "stop a watch: remove its consumer (without it, Close may wait for its timeout)", true, false, false},
-		{"$JS.FC." + stream + ".>", "flow-control replies of a watch's consumer", false, false, false},
-		{api + ".STREAM.CREATE." + stream, "create the bucket (with the recommended configuration)", false, true, false},
-	}, []string{"_INBOX.>"}
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -65,26 +36,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("permissions", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bucket := fs.String("bucket", natsstore.DefaultBucket, "the KV `bucket`")
-	domain := fs.String("domain", "", "the JetStream `domain`, if any")
+	var top natstest.Topology
+	fs.StringVar(&top.Domain, "domain", "", "the JetStream `domain` of the servers that hold the bucket (natsstore.Config.Domain)")
+	fs.BoolVar(&top.Leaf, "leaf", false, "the service connects to a leaf node and reaches -domain through it "+
+		"(without it: to a server of the domain, which maps the domain's API before it checks permissions)")
+	fs.StringVar(&top.APIPrefix, "api-prefix", "", "the `prefix` under which the service's account imports "+
+		"the JetStream API of the account that holds the bucket (natsstore.Config.APIPrefix)")
+	fs.StringVar(&top.InboxPrefix, "inbox-prefix", "", "the service's inbox `prefix` (natsstore.DialOptions.InboxPrefix); "+
+		"default _INBOX")
+	exporter := fs.String("exporter", "JS", "with -api-prefix: the `account` that holds the bucket")
 	create := fs.Bool("create", false, "include the permission to create the bucket")
-	check := fs.Bool("check", false, "prove the permissions against an in-process nats-server")
+	check := fs.Bool("check", false, "prove the permissions against nats-server in the process, in this topology")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	pub, sub := Permissions(*bucket, *domain)
+	if err := top.Validate(); err != nil {
+		fmt.Fprintln(stderr, "permissions:", err)
+		return 2
+	}
+	if top.APIPrefix != "" && top.InboxPrefix == "" {
+		fmt.Fprintln(stderr, "permissions: with -api-prefix, set -inbox-prefix to a prefix of the service's own: "+
+			"the account that holds the bucket exports the watch's deliveries on it")
+		return 2
+	}
+	pub, sub := natstest.Permissions(*bucket, top)
 	fmt.Fprint(stdout, config(pub, sub, *create))
+	if top.APIPrefix != "" {
+		fmt.Fprint(stdout, accounts(*bucket, *exporter, top, *create))
+	}
 	if !*check {
 		return 0
 	}
-	if *domain != "" {
-		fmt.Fprintln(stderr, "permissions: -check runs without a domain")
-		return 2
-	}
 	fmt.Fprintln(stdout)
-	if err := Check(context.Background(), *bucket, stdout); err != nil {
+	if err := Check(context.Background(), *bucket, top, stdout); err != nil {
 		fmt.Fprintln(stderr, "permissions:", err)
 		return 1
 	}
@@ -92,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // config renders the permissions as a nats-server authorization block.
-func config(pub []perm, sub []string, create bool) string {
+func config(pub []natstest.Permission, sub []string, create bool) string {
 	var b strings.Builder
 	b.WriteString("permissions: {\n  publish: { allow: [\n")
 	for _, p := range pub {
@@ -100,134 +87,31 @@ func config(pub []perm, sub []string, create bool) string {
 			continue
 		}
 		kind := "required"
-		switch {
-		case p.Create:
+		if p.Create {
 			kind = "only if the store is to"
-		case !p.Required:
-			kind = "recommended"
 		}
 		fmt.Fprintf(&b, "    %q, # %s: %s\n", p.Subject, kind, p.Why)
 	}
 	b.WriteString("  ] }\n  subscribe: { allow: [\n")
 	for _, s := range sub {
-		fmt.Fprintf(&b, "    %q, # replies, and a watch's deliveries\n", s)
+		fmt.Fprintf(&b, "    %q, # required: replies, and a watch's deliveries\n", s)
 	}
 	b.WriteString("  ] }\n}\n")
 	return b.String()
 }
 
-// Check starts a nats-server in the process and proves the permissions of
-// bucket: a user with all of them (the bucket's creation included) uses a
-// lease fully; a user with the required ones only, on the existing bucket,
-// too (its Close included); and a user without any one of the permissions
-// marked Refused is refused with natsstore.ErrPermission.
-func Check(ctx context.Context, bucket string, out io.Writer) error {
-	dir, err := os.MkdirTemp("", "aster-permissions-")
-	if err != nil {
-		return err
+// accounts renders the exports and imports of a cross-account setup.
+func accounts(bucket, exporter string, top natstest.Topology, create bool) string {
+	exports, imports := natstest.CrossAccount(bucket, exporter, top, create)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n# In account %s, which holds the bucket:\nexports: [\n", exporter)
+	for _, e := range exports {
+		fmt.Fprintf(&b, "  %s,\n", e)
 	}
-	defer os.RemoveAll(dir)
-
-	pub, sub := Permissions(bucket, "")
-	allow := func(keep func(perm) bool) *server.Permissions {
-		var subjects []string
-		for _, p := range pub {
-			if keep(p) {
-				subjects = append(subjects, p.Subject)
-			}
-		}
-		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: subjects},
-			Subscribe: &server.SubjectPermission{Allow: sub},
-		}
+	b.WriteString("]\n# In the service's account:\nimports: [\n")
+	for _, i := range imports {
+		fmt.Fprintf(&b, "  %s,\n", i)
 	}
-	users := []*server.User{
-		{Username: "service", Password: "pw", Permissions: allow(func(perm) bool { return true })},
-		{Username: "minimal", Password: "pw", Permissions: allow(func(p perm) bool { return p.Required })},
-	}
-	var refused []perm
-	for _, p := range pub {
-		if p.Refused {
-			refused = append(refused, p)
-			users = append(users, &server.User{Username: "without-" + p.Subject, Password: "pw",
-				Permissions: allow(func(q perm) bool { return q.Required && q != p })})
-		}
-	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName: "aster-permissions", Host: "127.0.0.1", Port: server.RANDOM_PORT,
-		JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, Users: users,
-	})
-	if err != nil {
-		return err
-	}
-	srv.Start()
-	defer func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	}()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		return errors.New("nats-server not ready")
-	}
-
-	for _, user := range []string{"service", "minimal"} {
-		if err := useLease(ctx, srv.ClientURL(), user, bucket); err != nil {
-			return fmt.Errorf("user %s: %w", user, err)
-		}
-		fmt.Fprintf(out, "ok: %-8s opens bucket %s, acquires, renews, releases and watches a lease\n", user, bucket)
-	}
-	for _, p := range refused {
-		err := useLease(ctx, srv.ClientURL(), "without-"+p.Subject, bucket)
-		if !errors.Is(err, natsstore.ErrPermission) {
-			return fmt.Errorf("without %s: want natsstore.ErrPermission, got %v", p.Subject, err)
-		}
-		fmt.Fprintf(out, "ok: without %s: refused with natsstore.ErrPermission\n", p.Subject)
-	}
-	return nil
-}
-
-// closeTimeout bounds Store.Close in the check.
-const closeTimeout = time.Second
-
-// useLease has user open bucket (the first user creates it), watch a lease,
-// acquire, renew and release it, and see the release through the watch.
-func useLease(ctx context.Context, url, user, bucket string) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	store, err := natsstore.Dial(ctx, natsstore.DialOptions{URLs: []string{url}, User: user, Password: "pw"},
-		natsstore.Config{Bucket: bucket, CloseTimeout: closeTimeout})
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	events, err := store.Watch(ctx, "permissions.check")
-	if err != nil {
-		return err
-	}
-	a, err := store.Acquire(ctx, lease.Claim{LeaseID: "permissions.check", OwnerID: user, Term: lease.NewTerm(), TTL: 5 * time.Second})
-	if err != nil {
-		return err
-	}
-	if !a.Acquired {
-		return fmt.Errorf("not acquired: held by %q", a.Holder.OwnerID)
-	}
-	l, err := store.Renew(ctx, a.Lease)
-	if err != nil {
-		return err
-	}
-	if err := store.Release(ctx, l); err != nil {
-		return err
-	}
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return errors.New("the watch ended")
-			}
-			if ev.Kind == lease.EventFree && ev.Revision > l.Revision {
-				return nil
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("the watch did not report the release: %w", ctx.Err())
-		}
-	}
+	b.WriteString("]\n")
+	return b.String()
 }

@@ -17,6 +17,13 @@
 //	natstest.Start(t, natstest.WithUser("alice", "secret"))
 //	natstest.Start(t, natstest.WithNKey(publicKey))
 //	natstest.Start(t, natstest.WithOptions(func(o *server.Options) { ... }))
+//
+// Secured deployments: an Operator issues JWT accounts and .creds files
+// (operator mode); WithConfig takes nats-server configuration text
+// (accounts, exports, imports); WithLeafNodes and StartLeaf connect a leaf
+// node to a hub; a Proxy freezes the traffic of its connections.
+// Permissions lists the least-privilege permissions of a natsstore service
+// for each Topology (examples/permissions prints them).
 package natstest
 
 import (
@@ -44,6 +51,8 @@ type config struct {
 	token  string
 	noJS   bool
 	tweaks []func(*server.Options)
+	// leafPort is the leaf node port (WithLeafNodes); 0 when none.
+	leafPort int
 }
 
 // WithUser requires clients to authenticate; user/password is one allowed

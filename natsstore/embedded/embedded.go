@@ -63,7 +63,8 @@ type Server struct {
 }
 
 // Start starts the server and waits until it accepts connections. ctx
-// bounds the wait.
+// bounds the wait. A port in use fails at once (with an error matching
+// syscall.EADDRINUSE).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("embedded: invalid port %d", cfg.Port)
@@ -101,6 +102,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
+	} else if err := portFree(opts.Host, opts.Port); err != nil {
+		// nats-server would only log it, and never become ready.
+		s.removeTemp()
+		return nil, fmt.Errorf("embedded: cannot listen on %s: %w", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), err)
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -134,6 +139,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.url = "nats://" + net.JoinHostPort(opts.Host, strconv.Itoa(addr.Port))
 	return s, nil
+}
+
+// portFree reports an error when host:port cannot be listened on (it is in
+// use, or not an address of this machine).
+func portFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // ClientURL returns the URL clients connect to, such as

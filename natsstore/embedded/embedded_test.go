@@ -2,12 +2,14 @@ package embedded_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +88,20 @@ func TestEmbeddedFixedPort(t *testing.T) {
 
 	_, err = embedded.Start(ctxT(t), embedded.Config{Port: -2})
 	require.Error(t, err)
+}
+
+// A busy port fails at once, saying so, instead of after ReadyTimeout.
+func TestEmbeddedBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+
+	ctx := ctxT(t)
+	_, err = embedded.Start(ctx, embedded.Config{Port: busy, ReadyTimeout: time.Minute})
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.Contains(t, err.Error(), strconv.Itoa(busy))
+	require.NoError(t, ctx.Err(), "not after a timeout")
 }
 
 func port(t *testing.T, s string) int {
