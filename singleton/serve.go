@@ -122,7 +122,7 @@ func serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, term actors.Term
 	}
 	// The subscription is registered at the server once the connection has
 	// flushed it: before that, a request would find no responder.
-	if err := nc.FlushWithContext(ctx); err != nil && ctx.Err() == nil {
+	if err := nc.FlushTimeout(drain); err != nil && ctx.Err() == nil {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("singleton: subscribe to %s: %w", subject, err)
 	}

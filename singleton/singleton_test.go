@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,14 @@ func TestMain(m *testing.M) {
 }
 
 const leaseID = "test.sequencer"
+
+var testLogger *slog.Logger
+
+func init() {
+	if os.Getenv("SINGLETON_DEBUG") != "" {
+		testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+}
 
 // rig is a NATS server, an in-memory lease store, and the instances that
 // compete for the lease.
@@ -72,7 +82,7 @@ func (r *rig) start(name string, h singleton.Handler) *instance {
 	lc := r.lc
 	lc.OwnerID = name
 	sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
-		Lease: lc, Store: in.faults,
+		Lease: lc, Store: in.faults, Logger: testLogger,
 		Workload: actors.WorkloadFunc(func(ctx context.Context, _ lease.Token) error {
 			return singleton.Serve(ctx, in.nc, singleton.ServeConfig{DrainTimeout: 100 * time.Millisecond}, h)
 		}),
@@ -129,7 +139,7 @@ func TestRequestReachesTheLeader(t *testing.T) {
 	r := newRig(t)
 	a := r.start("a", echo("a"))
 	token := a.leading(t)
-	r.start("b", echo("b"))
+	r.start("b", echo("b")) // a standby: requests reach a only
 	c := r.client(singleton.ClientConfig{})
 	rep, err := c.Request(ctxFor(t, 5*time.Second), []byte("hello"))
 	require.NoError(t, err)
@@ -139,20 +149,25 @@ func TestRequestReachesTheLeader(t *testing.T) {
 	assert.Equal(t, 1, rep.Attempts)
 	assert.Len(t, rep.ID, 32)
 
+}
+
+// A handler's error reaches the caller as a *HandlerError, and the request
+// is not sent again.
+func TestHandlerErrorIsNotRetried(t *testing.T) {
+	r := newRig(t)
+	var calls atomic.Int32
+	a := r.start("a", func(context.Context, *singleton.Request) ([]byte, error) {
+		calls.Add(1)
+		return nil, errors.New("no such invoice")
+	})
+	token := a.leading(t)
+	c := r.client(singleton.ClientConfig{})
+	_, err := c.Request(ctxFor(t, 5*time.Second), []byte("x"))
 	var he *singleton.HandlerError
-	failing := r.start("c", func(context.Context, *singleton.Request) ([]byte, error) { return nil, errors.New("no") })
-	_ = failing
-	a.stop() // b or c leads next
-	require.Eventually(t, func() bool {
-		rep, err := c.Request(ctxFor(t, 5*time.Second), []byte("x"))
-		if errors.As(err, &he) {
-			return true
-		}
-		require.NoError(t, err)
-		assert.Equal(t, "b:x", string(rep.Data))
-		return false
-	}, 20*time.Second, 10*time.Millisecond)
-	assert.Equal(t, "no", he.Message, "a handler's error reaches the caller, and is not retried")
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, "no such invoice", he.Message)
+	assert.Equal(t, token, he.Tenure.Token)
+	assert.Equal(t, int32(1), calls.Load())
 }
 
 // While the leader steps down again and again, under a steady load of
@@ -169,7 +184,20 @@ func TestHandoverUnderLoadLosesNoRequest(t *testing.T) {
 		}
 	}
 	ins := []*instance{r.start("a", h("a")), r.start("b", h("b"))}
-	ins[0].leading(t)
+	current := func(after lease.Token) *instance {
+		var leader *instance
+		require.Eventually(t, func() bool {
+			for _, in := range ins {
+				if st := in.sup.Status(); st.State == actors.StateLeading && st.Token > after {
+					leader = in
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, time.Millisecond)
+		return leader
+	}
+	current(0)
 	c := r.client(singleton.ClientConfig{})
 
 	stop := make(chan struct{})
@@ -208,9 +236,10 @@ func TestHandoverUnderLoadLosesNoRequest(t *testing.T) {
 		})
 	}
 	const handovers = 20
-	for i := range handovers {
-		leader := ins[i%2]
-		leader.leading(t)
+	var last lease.Token
+	for range handovers {
+		leader := current(last)
+		last = leader.sup.Status().Token
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, leader.sup.Resign(ctxFor(t, 5*time.Second), 50*time.Millisecond))
 	}
