@@ -45,13 +45,13 @@ func init() {
 // rig is a NATS server, an in-memory lease store, and the instances that
 // compete for the lease.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	srv *natstest.Server
 	mem *leasetest.MemStore
 	lc  lease.Config
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	mem := leasetest.NewMemStore()
 	t.Cleanup(func() { _ = mem.Close() })
 	return &rig{t: t, srv: natstest.Start(t), mem: mem,
@@ -107,7 +107,7 @@ func (in *instance) stop() {
 }
 
 // leading waits until in leads.
-func (in *instance) leading(t *testing.T) lease.Token {
+func (in *instance) leading(t testing.TB) lease.Token {
 	t.Helper()
 	require.Eventually(t, func() bool { return in.sup.Status().State == actors.StateLeading }, 10*time.Second, time.Millisecond)
 	return in.sup.Status().Token
@@ -129,7 +129,7 @@ func echo(name string) singleton.Handler {
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
