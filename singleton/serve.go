@@ -2,6 +2,7 @@ package singleton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -29,8 +30,11 @@ type Request struct {
 }
 
 // Handler handles one request on the leader and returns the reply's data.
-// An error is sent to the caller as a *HandlerError and is not retried.
-// ctx is the term's context: it ends when the term ends.
+// An error is sent to the caller as a *HandlerError and is not retried,
+// unless ctx had ended: ctx ends when the term's lease is lost or its
+// validity passes (not when the term steps down or shuts down, so that the
+// requests already taken are answered), and a request cut short that way is
+// refused with StatusNotLeading and sent again by the caller.
 type Handler func(ctx context.Context, req *Request) ([]byte, error)
 
 // ServeConfig says how Serve serves a lease's singleton.
@@ -97,14 +101,24 @@ func serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, term actors.Term
 			return
 		}
 		req := &Request{ID: m.Header.Get(HeaderRequestID), Data: m.Data, Header: m.Header, Tenure: tenure}
-		data, herr := callHandler(h, ctx, req)
-		if herr != nil {
+		hctx, cancel := handlerContext(ctx, term)
+		data, herr := callHandler(h, hctx, req)
+		ended := hctx.Err() != nil
+		cancel()
+		switch {
+		case herr != nil && ended:
+			// The term was lost, or its validity passed, while the handler
+			// ran: the request may or may not have been applied. The caller
+			// sends it again, with its ID.
+			log.Debug("singleton: a request was cut short by the end of the term", "subject", subject, "error", herr)
+			respond(m, replyHeader(StatusNotLeading, tenure), nil)
+		case herr != nil:
 			hdr := replyHeader(StatusError, tenure)
 			hdr.Set(HeaderError, herr.Error())
 			respond(m, hdr, nil)
-			return
+		default:
+			respond(m, replyHeader(StatusOK, tenure), data)
 		}
-		respond(m, replyHeader(StatusOK, tenure), data)
 	}
 	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		if workers == 1 {
@@ -143,6 +157,22 @@ func serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, term actors.Term
 	}
 	wg.Wait()
 	return nil
+}
+
+// handlerContext is the context a handler runs under: it ends when the
+// term's lease is lost or its validity passes, but not when the term ends on
+// purpose (a step down, a shutdown), so that the requests already taken are
+// answered while the lease, which is released only once Serve has returned,
+// is still this term's. It keeps term's values.
+func handlerContext(term context.Context, t actors.Term) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(term), t.ValidUntil())
+	stop := context.AfterFunc(term, func() {
+		var lost *lease.LostError
+		if errors.As(t.Err(), &lost) {
+			cancel()
+		}
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 func (c ServeConfig) drainTimeout() time.Duration {

@@ -481,3 +481,37 @@ func TestPropsServesThroughTheWorkloadActor(t *testing.T) {
 		assert.Equal(t, fmt.Sprint(i, "@", rep.Tenure.Token), string(rep.Data))
 	}
 }
+
+// A request a leader has taken is answered even when the leader steps down
+// meanwhile: its handler's context ends only if the term is lost.
+func TestRequestTakenBeforeAStepDownIsAnswered(t *testing.T) {
+	r := newRig(t)
+	started := make(chan struct{}, 1)
+	a := r.start("a", func(ctx context.Context, req *singleton.Request) ([]byte, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(200 * time.Millisecond):
+			return []byte("done"), nil
+		}
+	})
+	token := a.leading(t)
+	c := r.client(singleton.ClientConfig{})
+	type result struct {
+		rep *singleton.Reply
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		rep, err := c.Request(ctxFor(t, 5*time.Second), nil)
+		res <- result{rep, err}
+	}()
+	<-started
+	require.NoError(t, a.sup.Resign(ctxFor(t, 5*time.Second), time.Minute))
+	got := <-res
+	require.NoError(t, got.err)
+	assert.Equal(t, "done", string(got.rep.Data))
+	assert.Equal(t, token, got.rep.Tenure.Token, "answered by the term that took it")
+	assert.Equal(t, 1, got.rep.Attempts)
+}
