@@ -3,12 +3,15 @@ package singleton_test
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/singleton"
 )
 
@@ -66,4 +69,105 @@ func BenchmarkRequest(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// BenchmarkRequestHandover measures requests under a steady load (4
+// callers, 1 s deadline each) while the leader steps down b.N times
+// (Resign). It reports the requests that failed (the goal is 0), the p99
+// latency of the requests that straddled a handover (sent before the step
+// down, answered by the next term) and the p99 of the handovers themselves
+// (Resign called to the next term answering).
+//
+//	go test -run '^$' -bench BenchmarkRequestHandover -benchtime 100x ./singleton
+func BenchmarkRequestHandover(b *testing.B) {
+	r := newRig(b)
+	ins := []*instance{r.start("a", echo("a")), r.start("b", echo("b"))}
+	leader := func(after uint64) *instance {
+		for {
+			for _, in := range ins {
+				if st := in.sup.Status(); st.State == actors.StateLeading && uint64(st.Token) > after {
+					return in
+				}
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	leader(0)
+	c := r.client(singleton.ClientConfig{})
+	type sample struct {
+		start, end time.Time
+		token      uint64
+	}
+	var (
+		mu      sync.Mutex
+		samples []sample
+		failed  atomic.Int64
+		wg      sync.WaitGroup
+		stop    = make(chan struct{})
+	)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				rep, err := c.Request(ctx, nil)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				mu.Lock()
+				samples = append(samples, sample{start, time.Now(), uint64(rep.Tenure.Token)})
+				mu.Unlock()
+			}
+		})
+	}
+	var handovers, resigns []time.Duration
+	var resignedAt []time.Time
+	var last uint64
+	b.ResetTimer()
+	for b.Loop() {
+		in := leader(last)
+		last = uint64(in.sup.Status().Token)
+		time.Sleep(10 * time.Millisecond)
+		at := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := in.sup.Resign(ctx, 20*time.Millisecond); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		resigns = append(resigns, time.Since(at))
+		leader(last)
+		handovers = append(handovers, time.Since(at))
+		resignedAt = append(resignedAt, at)
+	}
+	b.StopTimer()
+	close(stop)
+	wg.Wait()
+	var straddled []time.Duration
+	for _, s := range samples {
+		for _, at := range resignedAt {
+			if s.start.Before(at) && s.end.After(at) {
+				straddled = append(straddled, s.end.Sub(s.start))
+				break
+			}
+		}
+	}
+	p99 := func(d []time.Duration) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		slices.Sort(d)
+		return float64(d[len(d)*99/100].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(failed.Load()), "failed")
+	b.ReportMetric(float64(len(samples)), "requests")
+	b.ReportMetric(p99(straddled), "straddle-p99-ms")
+	b.ReportMetric(p99(handovers), "handover-p99-ms")
+	b.ReportMetric(p99(resigns), "resign-p99-ms")
 }

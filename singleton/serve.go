@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,9 +92,14 @@ func serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, term actors.Term
 	workers := max(cfg.Concurrency, 1)
 	drain := cfg.drainTimeout()
 
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		busy atomic.Int64 // requests being handled
+	)
 	slots := make(chan struct{}, workers)
 	handle := func(m *nats.Msg) {
+		busy.Add(1)
+		defer busy.Add(-1)
 		tenure, err := term.Tenure() // on the clock, right before handling
 		if err != nil {
 			log.Debug("singleton: refused a request: the term is not valid", "subject", subject, "error", err)
@@ -142,19 +148,36 @@ func serve(ctx context.Context, nc *nats.Conn, cfg ServeConfig, term actors.Term
 	}
 	<-ctx.Done()
 
-	closed := sub.StatusChanged(nats.SubscriptionClosed)
-	if err := sub.Drain(); err != nil {
-		_ = sub.Unsubscribe()
+	// Drain: the server stops delivering, and every request it delivered
+	// before is answered. nats.go's own drain polls every 100 ms; this
+	// waits only as long as the requests take: once a flush has returned,
+	// everything the server delivered before the unsubscribe has arrived,
+	// and the drain is over when each of those has been handled.
+	//
+	// The term's token fails from the moment the term ends, so a request
+	// handled during the drain is refused (StatusNotLeading) and its caller
+	// sends it to the next leader at once; one the drain missed would only
+	// make its caller wait for its attempt's timeout.
+	deadline := time.Now().Add(drain)
+	if err := sub.Drain(); err == nil {
+		_ = nc.FlushTimeout(drain)
+		idle := 0 // checks in a row that found nothing to do
+		for idle < 2 {
+			pending, _, _ := sub.Pending()
+			if pending > 0 || busy.Load() > 0 {
+				idle = 0
+			} else {
+				idle++
+			}
+			if !time.Now().Before(deadline) {
+				log.Warn("singleton: drain did not end in time; pending requests are dropped", "subject", subject,
+					"timeout", drain)
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
-	t := time.NewTimer(drain)
-	defer t.Stop()
-	select {
-	case <-closed:
-	case <-t.C:
-		_ = sub.Unsubscribe()
-		log.Warn("singleton: drain did not end in time; pending requests are dropped", "subject", subject,
-			"timeout", drain)
-	}
+	_ = sub.Unsubscribe()
 	wg.Wait()
 	return nil
 }
