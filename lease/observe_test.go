@@ -274,3 +274,50 @@ func TestObserveSkipsARepeatedState(t *testing.T) {
 		}
 	})
 }
+
+// readable is a Watcher that is also a Reader.
+type readable struct {
+	pushed
+	state lease.Observation
+	reads int
+}
+
+func (r *readable) Read(_ context.Context, leaseID string) (lease.Observation, error) {
+	r.reads++
+	o := r.state
+	o.LeaseID, o.Seen = leaseID, time.Now()
+	return o, nil
+}
+
+func TestLeaderAndObserveReadTheCurrentState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := lease.Holder{OwnerID: "node-a", Term: "ta", Token: 10, TTL: 10 * time.Second}
+		b := lease.Holder{OwnerID: "node-b", Term: "tb", Token: 8, TTL: 10 * time.Second}
+		r := &readable{pushed: pushed{ch: make(chan lease.Event)}, state: lease.Observation{Held: true, Holder: a, Revision: 10}}
+
+		h, held, err := lease.Leader(t.Context(), r, observed)
+		require.NoError(t, err)
+		assert.True(t, held)
+		assert.Equal(t, a, h, "read, not waited for")
+		assert.Equal(t, 1, r.reads)
+
+		ch, err := lease.Observe(t.Context(), r, observed)
+		require.NoError(t, err)
+		got := drain(ch)
+		require.Equal(t, []string{"node-a"}, holders(got), "the state read comes first, before any event")
+		assert.Equal(t, uint64(10), got[0].Revision)
+
+		// The watch was opened before the read: what it reports may be older.
+		r.ch <- lease.Event{LeaseID: observed, Kind: lease.EventHeld, Holder: b, Revision: 8}
+		assert.Empty(t, drain(ch), "older than what was read")
+		r.ch <- lease.Event{LeaseID: observed, Kind: lease.EventHeld, Holder: a, Revision: 10}
+		assert.Empty(t, drain(ch), "what was read")
+		r.ch <- lease.Event{LeaseID: observed, Kind: lease.EventFree, Revision: 11}
+		assert.Equal(t, []string{"free"}, holders(drain(ch)))
+
+		r.state = lease.Observation{Held: true, Revision: 12}
+		_, held, err = lease.Leader(t.Context(), r, observed)
+		assert.ErrorIs(t, err, lease.ErrCorrupt)
+		assert.True(t, held)
+	})
+}
