@@ -81,6 +81,13 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: gauge %s: %w", MetricLeader, err)
 	}
+	// Every series exists from the start, at 0, so that alerts on rates
+	// and absences work before the first event.
+	ctx := context.Background()
+	for _, c := range []metric.Int64Counter{m.acquisitions, m.renewals, m.renewalFailures, m.losses, m.handovers} {
+		c.Add(ctx, 0, m.attrs)
+	}
+	m.leader.Add(ctx, 0, m.attrs)
 	m.validity, err = meter.Float64Histogram(MetricValidityRemaining, metric.WithUnit("s"),
 		metric.WithDescription("Validity the lease had left when a renewal succeeded."),
 		metric.WithExplicitBucketBoundaries(validityBuckets...))

@@ -107,6 +107,7 @@ func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
 		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
 		sup := r.supervisor(t, cfg)
 		got := collect(t, reader)
+		assert.Len(t, got.sums, 6, "every series exists from the start: %v", got.sums)
 		assert.Equal(t, int64(0), got.sums[MetricLeader], "not started")
 		assert.False(t, got.monotonic[MetricLeader], "a gauge: it goes up and down")
 

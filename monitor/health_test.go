@@ -44,12 +44,12 @@ func TestHealth(t *testing.T) {
 	}{
 		{name: "nothing registered", live: true, ready: true},
 		{name: "leading on time", status: ptr(leading(5 * time.Second)), live: true, ready: true},
-		{name: "leading, renewal overdue", status: ptr(leading(-1500 * time.Millisecond)), ready: true,
+		{name: "leading, renewal overdue", status: ptr(leading(-1500 * time.Millisecond)),
 			reason: "lease billing.outbox: leads with token 42, but its renewal is overdue: its validity ended 1.5s ago (last renewed 10.5s ago)"},
 		{name: "overdue within the grace", grace: 2 * time.Second, status: ptr(leading(-1500 * time.Millisecond)), live: true, ready: true},
 		{name: "standby with an error", live: true, ready: true, status: &actors.Status{LeaseID: "billing.outbox",
 			State: actors.StateStandby, LastError: "lease: store unavailable"}},
-		{name: "stuck workload", ready: true, status: &actors.Status{LeaseID: "billing.outbox", State: actors.StateStandby,
+		{name: "stuck workload", status: &actors.Status{LeaseID: "billing.outbox", State: actors.StateStandby,
 			Stuck: 1, LastError: "actors: workload did not stop (token 7)"},
 			reason: "lease billing.outbox: workloads of earlier terms did not stop (1); no term starts until they do (last error: actors: workload did not stop (token 7))"},
 		{name: "escalated", live: true, status: &actors.Status{LeaseID: "billing.outbox", State: actors.StateEscalated,
@@ -58,7 +58,7 @@ func TestHealth(t *testing.T) {
 		{name: "stopped", live: true, status: &actors.Status{LeaseID: "billing.outbox", State: actors.StateStopped},
 			reason: "lease billing.outbox: stopped"},
 		{name: "tree running", live: true, ready: true, tree: &supervision.Snapshot{Name: "jobs", State: supervision.StateRunning}},
-		{name: "tree failed", ready: true, tree: &supervision.Snapshot{Name: "jobs", State: supervision.StateFailed,
+		{name: "tree failed", tree: &supervision.Snapshot{Name: "jobs", State: supervision.StateFailed,
 			LastFailure: errors.New("intensity exceeded")}, reason: "tree jobs: failed: intensity exceeded"},
 		{name: "tree not running", live: true, tree: &supervision.Snapshot{Name: "jobs"}, reason: "tree jobs: stopped, not running"},
 	} {

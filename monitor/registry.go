@@ -101,8 +101,8 @@ func (r *Registry) AddLocker(l Locker) {
 type Report struct {
 	Instance string    `json:"instance"`
 	Time     time.Time `json:"time"`
-	// Live and Ready are the health verdicts; Problems says what makes
-	// either false.
+	// Live and Ready are the health verdicts (a process that is not live
+	// is not ready either); Problems says what makes them false.
 	Live     bool          `json:"live"`
 	Ready    bool          `json:"ready"`
 	Problems []Problem     `json:"problems,omitempty"`
@@ -185,6 +185,7 @@ func (r *Registry) Report() Report {
 			rep.Ready = false
 		}
 	}
+	rep.Ready = rep.Ready && rep.Live // a process that is not live is not ready either
 	return rep
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,9 +133,11 @@ func meta(m map[string]string) string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	// Escape only what would make the list ambiguous.
+	esc := strings.NewReplacer("%", "%25", ",", "%2C", "=", "%3D", " ", "%20")
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + url.QueryEscape(m[k])
+		parts[i] = k + "=" + esc.Replace(m[k])
 	}
 	return strings.Join(parts, ",")
 }

@@ -62,7 +62,7 @@ func TestLeases(t *testing.T) {
 	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, rows, 3)
 	assert.Regexp(t, `^LEASE\s+STATE\s+OWNER\s+META\s+TERM\s+TOKEN\s+AGE\s+VALID LEFT\s+EXPIRY$`, rows[0])
-	assert.Regexp(t, `^billing.outbox\s+held\s+pod-a\s+addr=10.0.0.7%3A8080,version=1.4.2\s+`+outbox.Term+`\s+`+
+	assert.Regexp(t, `^billing.outbox\s+held\s+pod-a\s+addr=10.0.0.7:8080,version=1.4.2\s+`+outbox.Term+`\s+`+
 		`\d+\s+\d+(\.\d+)?m?s\s+\d+(\.\d+)?m?s\s+server$`, rows[1])
 	assert.Regexp(t, `^billing.reports\s+released\s+pod-b\s+-\s+`+done.Term+`\s+\d+\s+\S+\s+-\s+server$`, rows[2])
 
@@ -129,7 +129,7 @@ func TestWatch(t *testing.T) {
 		if !asJSON {
 			assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3}  watched.plain  free$`, first)
 			assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3}  watched.plain  held by pod-a  token \d+  term `+a.Term+
-				`  ttl 10s  meta addr=10.0.0.7%3A8080$`, second)
+				`  ttl 10s  meta addr=10.0.0.7:8080$`, second)
 			assert.Regexp(t, `  watched.plain  free \(was pod-a, token `+regexp.QuoteMeta(tokenString(a.Token))+`\)$`, third)
 			assert.Regexp(t, `  held by pod-b  token `+tokenString(b.Token)+`  term `+b.Term+`  ttl 10s  meta -$`, fourth)
 			continue
@@ -193,6 +193,14 @@ type fixed actors.Status
 
 func (f fixed) Status() actors.Status { return actors.Status(f) }
 
+type locks struct {
+	node string
+	held int
+}
+
+func (l locks) NodeID() string { return l.node }
+func (l locks) Held() int      { return l.held }
+
 type frozen supervision.Snapshot
 
 func (f frozen) Snapshot() supervision.Snapshot { return supervision.Snapshot(f) }
@@ -217,6 +225,8 @@ func TestStatusAndTree(t *testing.T) {
 	b.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-b", State: actors.StateStandby,
 		Since: now.Add(-time.Minute), Holder: lease.Holder{OwnerID: "pod-a", Term: "t1", Token: 42}, Stuck: 1,
 		LastError: "actors: workload did not stop in time (token 7)"}), nil)
+	a.AddLocker(locks{node: "pod-a", held: 2})
+	b.AddLocker(locks{node: "pod-b"})
 	instanceOf(t, srv.ClientURL(), a)
 	instanceOf(t, srv.ClientURL(), b)
 
@@ -226,12 +236,14 @@ func TestStatusAndTree(t *testing.T) {
 	require.GreaterOrEqual(t, len(lines), 7, r.stdout)
 	assert.Regexp(t, `^INSTANCE\s+ID\s+HEALTH\s+LEASE\s+STATE\s+SINCE\s+TOKEN\s+VALID LEFT\s+HOLDER\s+LAST ERROR$`, lines[0])
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+billing.outbox\s+leading\s+1m\d+s ago\s+42\s+\d(\.\d)?s\s+-\s+-$`, lines[1])
-	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+tree jobs\s+\(aster tree pod-a\)`, lines[2])
+	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+locks of pod-a\s+2 held\s+`, lines[2])
+	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+tree jobs\s+\(aster tree pod-a\)`, lines[3])
 	assert.Regexp(t, `^pod-b\s+\S+\s+NOT LIVE\s+billing.outbox\s+standby \(1 stuck\)\s+1m\d+s ago\s+-\s+-\s+`+
-		`pod-a \(token 42\)\s+actors: workload did not stop in time \(token 7\)$`, lines[3])
-	assert.Equal(t, "problems:", lines[5])
+		`pod-a \(token 42\)\s+actors: workload did not stop in time \(token 7\)$`, lines[4])
+	assert.Equal(t, "", lines[5], "pod-b holds no lock: no line")
+	assert.Equal(t, "problems:", lines[6])
 	assert.Equal(t, "  pod-b [live] lease billing.outbox: workloads of earlier terms did not stop (1); no term starts "+
-		"until they do (last error: actors: workload did not stop in time (token 7))", lines[6])
+		"until they do (last error: actors: workload did not stop in time (token 7))", lines[7])
 
 	r = aster(t, env, "status", "--json")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -198,11 +198,13 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 		lines := 0
 		for _, l := range rep.Leases {
 			token, valid, holder := "-", "-", "-"
-			if l.Token != 0 {
-				token = strconv.FormatUint(l.Token, 10)
-			}
-			if !l.ValidUntil.IsZero() && (l.State == "leading" || l.State == "stopping") {
-				valid = human(l.ValidUntil.Sub(rep.Time))
+			if current := l.State == "leading" || l.State == "stopping"; current {
+				if l.Token != 0 {
+					token = strconv.FormatUint(l.Token, 10)
+				}
+				if !l.ValidUntil.IsZero() {
+					valid = human(l.ValidUntil.Sub(rep.Time))
+				}
 			}
 			if l.Holder != nil {
 				holder = fmt.Sprintf("%s (token %d)", l.Holder.OwnerID, l.Holder.Token)
@@ -216,6 +218,9 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 			lines++
 		}
 		for _, l := range rep.Locks {
+			if l.Held == 0 {
+				continue
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\n", rep.Instance, a.info.ID, health,
 				"locks of "+l.NodeID, strconv.Itoa(l.Held)+" held")
 			lines++
