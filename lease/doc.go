@@ -45,8 +45,9 @@
 // Any process, candidate or not, can learn who holds a lease through a
 // store's Watcher: Leader answers once, Observe reports the current holder
 // and every change (another term acquired it, or it became free), like
-// etcd's Election.Leader and Observe. Holder.Meta carries what the holder
-// published with it (an address, a pod name).
+// etcd's Election.Leader and Observe. A store that is also a Reader (as
+// natsstore's is) gives the current state at once. Holder.Meta carries
+// what the holder published with it (an address, a pod name).
 //
 // # Conformance
 //
