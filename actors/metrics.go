@@ -121,8 +121,6 @@ func (m *metrics) observe(ev Event) {
 		m.end(ctx, e.Token)
 	case SteppedDown:
 		m.end(ctx, e.Token)
-	case Escalated:
-		m.end(ctx, 0)
 	}
 }
 
@@ -147,12 +145,12 @@ func (m *metrics) renewed(ctx context.Context, token lease.Token, validUntil tim
 	m.validUntil = validUntil
 }
 
-// end stops counting the term of token (any term when token is 0) as
-// leading.
+// end stops counting the term of token as leading. (Every term ends with
+// Poisoned, Released or NotReleased; SteppedDown follows them.)
 func (m *metrics) end(ctx context.Context, token lease.Token) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.leading == 0 || token != 0 && token != m.leading {
+	if m.leading == 0 || token != m.leading {
 		return
 	}
 	m.leader.Add(ctx, -1, m.attrs)

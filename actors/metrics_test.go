@@ -104,7 +104,6 @@ func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
 		lc := lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second}
 		cfg := r.config("node-a", (&counter{}).workload(), lc)
 		cfg.MeterProvider = mp
-		cfg.Restart = RestartPolicy{Base: time.Second, Cap: time.Second}
 		sup := r.supervisor(t, cfg)
 		got := collect(t, reader)
 		assert.Len(t, got.sums, 6, "every series exists from the start: %v", got.sums)
