@@ -61,8 +61,8 @@ func TestLockMetrics(t *testing.T) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		defer func() { _ = mp.Shutdown(context.Background()) }()
 		mem := leasetest.NewMemStore()
-		a := newRigOn(t, mem, lock.Config{NodeID: "node-a", TTL: 10 * time.Second, MeterProvider: mp})
-		b := newRigOn(t, mem, lock.Config{NodeID: "node-b", TTL: 10 * time.Second, MeterProvider: mp})
+		a := newRigOn(t, mem, lock.Config{TTL: 10 * time.Second, MeterProvider: mp})
+		b := newRigOn(t, mem, lock.Config{TTL: 10 * time.Second, MeterProvider: mp})
 
 		ga, err := a.locker.Acquire(t.Context(), "invoice.42")
 		require.NoError(t, err)

@@ -7,7 +7,8 @@
 //
 // A Registry holds what to report on: AddSupervisor (an
 // actors.LeaseSupervisor, with the tree it runs as its workload, if any),
-// AddTree (a supervision.Tree run on its own) and AddLocker (a lock.Locker).
+// AddTree (a supervision.Tree run on its own) and AddLocker (a lock.Locker,
+// by a name).
 // Report returns the whole state at one moment: each lease's Status (leading
 // or standby, term, token, validity, who else holds it, stuck workloads,
 // the last error) with its tree's snapshot, the locks held, the trees'
@@ -15,6 +16,7 @@
 //
 //	reg := monitor.New(monitor.Config{Instance: podName})
 //	reg.AddSupervisor(sup, nil)
+//	reg.AddLocker("invoices", locker)
 //	http.Handle("/aster/", http.StripPrefix("/aster", reg.Handler()))
 //	svc, err := reg.Service(nc, monitor.ServiceConfig{}) // nats micro ls
 //

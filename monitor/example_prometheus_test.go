@@ -54,7 +54,7 @@ func Example_prometheus() {
 	if err != nil {
 		panic(err)
 	}
-	locker, err := lock.New(store, lock.Config{NodeID: "pod-a", MeterProvider: mp}) // the lock instruments
+	locker, err := lock.New(store, lock.Config{MeterProvider: mp}) // the lock instruments
 	if err != nil {
 		panic(err)
 	}

@@ -36,7 +36,6 @@ type Tree interface {
 
 // Locker is what a Registry reads of a lock.Locker.
 type Locker interface {
-	NodeID() string
 	Held() int
 }
 
@@ -49,7 +48,12 @@ type Registry struct {
 	mu      sync.Mutex
 	sups    []supEntry
 	trees   []Tree
-	lockers []Locker
+	lockers []lockerEntry
+}
+
+type lockerEntry struct {
+	name string
+	l    Locker
 }
 
 type supEntry struct {
@@ -89,11 +93,12 @@ func (r *Registry) AddTree(t Tree) {
 	r.trees = append(r.trees, t)
 }
 
-// AddLocker reports on the locks l holds.
-func (r *Registry) AddLocker(l Locker) {
+// AddLocker reports on the locks l holds, under name (which Locker of the
+// process it is: what it guards, or the owner ID it writes).
+func (r *Registry) AddLocker(name string, l Locker) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lockers = append(r.lockers, l)
+	r.lockers = append(r.lockers, lockerEntry{name: name, l: l})
 }
 
 // Report is the state of a process at one moment. It marshals to JSON; its
@@ -133,8 +138,8 @@ type Holder struct {
 
 // LockReport is the locks one Locker holds.
 type LockReport struct {
-	NodeID string `json:"node_id"`
-	Held   int    `json:"held"`
+	Name string `json:"name"`
+	Held int    `json:"held"`
 }
 
 // TreeReport is a supervision tree's snapshot, as JSON and as the text
@@ -169,8 +174,8 @@ func (r *Registry) Report() Report {
 		}
 		rep.Leases = append(rep.Leases, lr)
 	}
-	for _, l := range lockers {
-		rep.Locks = append(rep.Locks, LockReport{NodeID: l.NodeID(), Held: l.Held()})
+	for _, e := range lockers {
+		rep.Locks = append(rep.Locks, LockReport{Name: e.name, Held: e.l.Held()})
 	}
 	for _, t := range trees {
 		rep.Trees = append(rep.Trees, treeReport(t))

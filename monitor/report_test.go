@@ -78,7 +78,7 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		go func() { jobsDone <- jobs.Run(jobsCtx) }()
 		t.Cleanup(func() { stopJobs(); <-jobsDone })
 
-		locker, err := lock.New(store, lock.Config{NodeID: "pod-a"})
+		locker, err := lock.New(store, lock.Config{})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = locker.Close(context.Background()) })
 
@@ -86,7 +86,7 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		reg.AddSupervisor(a, treeA.Load)
 		reg.AddSupervisor(b, treeB.Load)
 		reg.AddTree(jobs)
-		reg.AddLocker(locker)
+		reg.AddLocker("invoices", locker)
 
 		rep := reg.Report()
 		assert.False(t, rep.Ready, "not started")
@@ -125,7 +125,7 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		assert.Equal(t, "jobs", rep.Trees[0].Name)
 		assert.Equal(t, supervision.StateBackoff, rep.Trees[0].Snapshot.Children[0].State)
 		assert.Contains(t, rep.Trees[0].Text, "flaky (func, permanent) backoff")
-		assert.Equal(t, []monitor.LockReport{{NodeID: "pod-a", Held: 1}}, rep.Locks)
+		assert.Equal(t, []monitor.LockReport{{Name: "invoices", Held: 1}}, rep.Locks)
 
 		// pod-a resigns: pod-b leads, and pod-a's report shows its last
 		// tree stopped.

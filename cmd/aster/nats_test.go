@@ -193,13 +193,9 @@ type fixed actors.Status
 
 func (f fixed) Status() actors.Status { return actors.Status(f) }
 
-type locks struct {
-	node string
-	held int
-}
+type locks int
 
-func (l locks) NodeID() string { return l.node }
-func (l locks) Held() int      { return l.held }
+func (l locks) Held() int { return int(l) }
 
 type frozen supervision.Snapshot
 
@@ -225,8 +221,8 @@ func TestStatusAndTree(t *testing.T) {
 	b.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-b", State: actors.StateStandby,
 		Since: now.Add(-time.Minute), Holder: lease.Holder{OwnerID: "pod-a", Term: "t1", Token: 42}, Stuck: 1,
 		LastError: "actors: workload did not stop in time (token 7)"}), nil)
-	a.AddLocker(locks{node: "pod-a", held: 2})
-	b.AddLocker(locks{node: "pod-b"})
+	a.AddLocker("invoices", locks(2))
+	b.AddLocker("invoices", locks(0))
 	instanceOf(t, srv.ClientURL(), a)
 	instanceOf(t, srv.ClientURL(), b)
 
@@ -236,7 +232,7 @@ func TestStatusAndTree(t *testing.T) {
 	require.GreaterOrEqual(t, len(lines), 7, r.stdout)
 	assert.Regexp(t, `^INSTANCE\s+ID\s+HEALTH\s+LEASE\s+STATE\s+SINCE\s+TOKEN\s+VALID LEFT\s+HOLDER\s+LAST ERROR$`, lines[0])
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+billing.outbox\s+leading\s+1m\d+s ago\s+42\s+\d(\.\d)?s\s+-\s+-$`, lines[1])
-	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+locks of pod-a\s+2 held\s+`, lines[2])
+	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+locks invoices\s+2 held\s+`, lines[2])
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+tree jobs\s+\(aster tree pod-a\)`, lines[3])
 	assert.Regexp(t, `^pod-b\s+\S+\s+NOT LIVE\s+billing.outbox\s+standby \(1 stuck\)\s+1m\d+s ago\s+-\s+-\s+`+
 		`pod-a \(token 42\)\s+actors: workload did not stop in time \(token 7\)$`, lines[4])

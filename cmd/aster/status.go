@@ -138,8 +138,8 @@ type reportJSON struct {
 		} `json:"holder"`
 	} `json:"leases"`
 	Locks []struct {
-		NodeID string `json:"node_id"`
-		Held   int    `json:"held"`
+		Name string `json:"name"`
+		Held int    `json:"held"`
 	} `json:"locks"`
 	Trees []struct {
 		Name string `json:"name"`
@@ -222,7 +222,7 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 				continue
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\n", rep.Instance, a.info.ID, health,
-				"locks of "+l.NodeID, strconv.Itoa(l.Held)+" held")
+				"locks "+l.Name, strconv.Itoa(l.Held)+" held")
 			lines++
 		}
 		for _, t := range rep.Trees {
