@@ -18,11 +18,13 @@ test:
 	$(GO) test -race -count=1 $(PKGS)
 	cd chaos && $(GO) vet ./... && $(GO) test -race -count=1 -p 1 -short ./...
 
-## lint: gofmt, go vet and staticcheck (fetched at a pinned version)
+## lint: gofmt, go vet and staticcheck (fetched at a pinned version), on both modules
 lint:
-	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | xargs gofmt -l); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+	cd chaos && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 ## cover: test coverage per package, and an HTML report in cover.html
 cover:

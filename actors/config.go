@@ -38,8 +38,10 @@ type SupervisorConfig struct {
 	// goroutine: the supervisor's and its Watchdog's may call it
 	// concurrently. It must not block.
 	OnEvent func(Event)
-	// MeterProvider receives the counters (acquisitions, renewals, renewal
-	// failures, losses, handovers). nil means a no-op provider.
+	// MeterProvider receives the lease's instruments: counters of
+	// acquisitions, renewals, renewal failures, losses and handovers, the
+	// leader gauge and the validity histogram (see MetricLeader and the
+	// other Metric names). nil means a no-op provider.
 	MeterProvider metric.MeterProvider
 }
 

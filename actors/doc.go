@@ -86,7 +86,8 @@
 // WorkloadStopTimeout, StuckWorkloadStopped, WorkloadExited, Restarting,
 // GaveUp) through a hook, whether or not a logger is set; its log records
 // carry lease_id, owner_id and, while leading, token. The LeaseSupervisor
-// counts acquisitions, renewals, renewal failures, losses and handovers
-// through the OpenTelemetry metric API (MetricAcquisitions and the other
-// names), on SupervisorConfig.MeterProvider or a no-op provider.
+// counts acquisitions, renewals, renewal failures, losses and handovers,
+// keeps a leader gauge (MetricLeader) and a histogram of the validity left
+// at each renewal (MetricValidityRemaining), through the OpenTelemetry
+// metric API, on SupervisorConfig.MeterProvider or a no-op provider.
 package actors

@@ -3,32 +3,56 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/asterforge/aster/lease"
 )
 
-// meterName is the instrumentation scope of the lease actors' counters.
+// meterName is the instrumentation scope of the lease actors' instruments.
 const meterName = "github.com/asterforge/aster/actors"
 
-// Counter names. Every measurement carries the lease_id attribute.
+// Instrument names. Every measurement carries the lease_id attribute.
 const (
 	MetricAcquisitions    = "aster.lease.acquisitions"
 	MetricRenewals        = "aster.lease.renewals"
 	MetricRenewalFailures = "aster.lease.renewal_failures"
 	MetricLosses          = "aster.lease.losses"
 	MetricHandovers       = "aster.lease.handovers"
+	// MetricLeader is 1 while this process holds the lease (from its
+	// acquisition to its release, loss or expiry) and 0 otherwise: summed
+	// over a fleet, the number of holders.
+	MetricLeader = "aster.lease.leader"
+	// MetricValidityRemaining is a histogram of how much validity the
+	// lease had left when each renewal succeeded, in seconds: about TTL -
+	// safety margin - renew period when renewals are on time, near 0 when
+	// the lease almost lapsed.
+	MetricValidityRemaining = "aster.lease.validity_remaining"
 )
 
-// metrics holds a LeaseSupervisor's counters. They are fed from its events,
-// so that what is counted and what is reported never disagree.
+// validityBuckets are the histogram boundaries of MetricValidityRemaining,
+// in seconds: lease TTLs are seconds to minutes.
+var validityBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300}
+
+// metrics holds a LeaseSupervisor's instruments. They are fed from its
+// events, so that what is measured and what is reported never disagree.
 type metrics struct {
 	acquisitions, renewals, renewalFailures, losses, handovers metric.Int64Counter
+	leader                                                     metric.Int64UpDownCounter
+	validity                                                   metric.Float64Histogram
 	attrs                                                      metric.MeasurementOption
+
+	// The supervisor and its watchdog report concurrently.
+	mu         sync.Mutex
+	leading    lease.Token // the token of the term counted as leading, 0 if none
+	validUntil time.Time   // the leading term's validity before its next renewal
 }
 
-// newMetrics creates the counters on mp (a no-op provider when nil).
+// newMetrics creates the instruments on mp (a no-op provider when nil).
 func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
@@ -51,10 +75,29 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 		}
 		*c.dst = ctr
 	}
+	var err error
+	m.leader, err = meter.Int64UpDownCounter(MetricLeader, metric.WithUnit("{lease}"),
+		metric.WithDescription("1 while this process holds the lease, 0 otherwise."))
+	if err != nil {
+		return nil, fmt.Errorf("actors: gauge %s: %w", MetricLeader, err)
+	}
+	// Every series exists from the start, at 0, so that alerts on rates
+	// and absences work before the first event.
+	ctx := context.Background()
+	for _, c := range []metric.Int64Counter{m.acquisitions, m.renewals, m.renewalFailures, m.losses, m.handovers} {
+		c.Add(ctx, 0, m.attrs)
+	}
+	m.leader.Add(ctx, 0, m.attrs)
+	m.validity, err = meter.Float64Histogram(MetricValidityRemaining, metric.WithUnit("s"),
+		metric.WithDescription("Validity the lease had left when a renewal succeeded."),
+		metric.WithExplicitBucketBoundaries(validityBuckets...))
+	if err != nil {
+		return nil, fmt.Errorf("actors: histogram %s: %w", MetricValidityRemaining, err)
+	}
 	return m, nil
 }
 
-// observe counts ev.
+// observe measures ev.
 func (m *metrics) observe(ev Event) {
 	ctx := context.Background()
 	switch e := ev.(type) {
@@ -63,11 +106,53 @@ func (m *metrics) observe(ev Event) {
 		if e.Handover {
 			m.handovers.Add(ctx, 1, m.attrs)
 		}
+		m.lead(ctx, e.Token, e.ValidUntil)
 	case Renewed:
 		m.renewals.Add(ctx, 1, m.attrs)
+		m.renewed(ctx, e.Token, e.ValidUntil)
 	case RenewalFailed:
 		m.renewalFailures.Add(ctx, 1, m.attrs)
 	case Poisoned:
 		m.losses.Add(ctx, 1, m.attrs)
+		m.end(ctx, e.Token)
+	case Released:
+		m.end(ctx, e.Token)
+	case NotReleased:
+		m.end(ctx, e.Token)
+	case SteppedDown:
+		m.end(ctx, e.Token)
 	}
+}
+
+// lead counts the term of token as leading.
+func (m *metrics) lead(ctx context.Context, token lease.Token, validUntil time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leading == 0 {
+		m.leader.Add(ctx, 1, m.attrs)
+	}
+	m.leading, m.validUntil = token, validUntil
+}
+
+// renewed records the validity the term of token had left.
+func (m *metrics) renewed(ctx context.Context, token lease.Token, validUntil time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if token != m.leading {
+		return
+	}
+	m.validity.Record(ctx, max(time.Until(m.validUntil), 0).Seconds(), m.attrs)
+	m.validUntil = validUntil
+}
+
+// end stops counting the term of token as leading. (Every term ends with
+// Poisoned, Released or NotReleased; SteppedDown follows them.)
+func (m *metrics) end(ctx context.Context, token lease.Token) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leading == 0 || token != m.leading {
+		return
+	}
+	m.leader.Add(ctx, -1, m.attrs)
+	m.leading, m.validUntil = 0, time.Time{}
 }

@@ -16,23 +16,48 @@ import (
 	"github.com/asterforge/aster/supervision"
 )
 
-// collect returns every int64 counter of the reader, by name, checking the
+// measured is what a ManualReader collected from a supervisor.
+type measured struct {
+	sums       map[string]int64 // counters and up-down counters, by name
+	monotonic  map[string]bool
+	validities []float64 // the histogram's sum and count: {sum, count}
+	count      uint64
+	bounds     []float64
+}
+
+// collect reads every instrument of the reader, checking the scope and the
 // lease_id attribute.
-func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+func collect(t *testing.T, reader *sdkmetric.ManualReader) measured {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
-	out := map[string]int64{}
+	out := measured{sums: map[string]int64{}, monotonic: map[string]bool{}}
+	checkAttrs := func(set attribute.Set) {
+		v, ok := set.Value(attribute.Key("lease_id"))
+		require.True(t, ok)
+		assert.Equal(t, testLease, v.AsString())
+	}
 	for _, sm := range rm.ScopeMetrics {
 		assert.Equal(t, meterName, sm.Scope.Name)
 		for _, m := range sm.Metrics {
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			require.True(t, ok, m.Name)
-			for _, dp := range sum.DataPoints {
-				v, ok := dp.Attributes.Value(attribute.Key("lease_id"))
-				require.True(t, ok)
-				assert.Equal(t, testLease, v.AsString())
-				out[m.Name] += dp.Value
+			switch data := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				out.monotonic[m.Name] = data.IsMonotonic
+				for _, dp := range data.DataPoints {
+					checkAttrs(dp.Attributes)
+					out.sums[m.Name] += dp.Value
+				}
+			case metricdata.Histogram[float64]:
+				require.Equal(t, MetricValidityRemaining, m.Name)
+				assert.Equal(t, "s", m.Unit)
+				for _, dp := range data.DataPoints {
+					checkAttrs(dp.Attributes)
+					out.validities = append(out.validities, dp.Sum)
+					out.count += dp.Count
+					out.bounds = dp.Bounds
+				}
+			default:
+				t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
 			}
 		}
 	}
@@ -60,12 +85,77 @@ func TestSupervisorCounters(t *testing.T) {
 		time.Sleep(12 * time.Second)
 		require.NoError(t, run.stop())
 
-		got := collect(t, reader)
+		got := collect(t, reader).sums
 		assert.Equal(t, int64(2), got[MetricAcquisitions])
 		assert.Equal(t, int64(1), got[MetricHandovers], "only the first acquisition followed another owner")
 		assert.Equal(t, int64(2), got[MetricRenewalFailures])
 		assert.Equal(t, int64(1), got[MetricLosses])
 		assert.Equal(t, int64(count[Renewed](r.rec)), got[MetricRenewals])
 		assert.GreaterOrEqual(t, got[MetricRenewals], int64(3))
+	})
+}
+
+func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		defer func() { _ = mp.Shutdown(context.Background()) }()
+
+		lc := lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second}
+		cfg := r.config("node-a", (&counter{}).workload(), lc)
+		cfg.MeterProvider = mp
+		sup := r.supervisor(t, cfg)
+		got := collect(t, reader)
+		assert.Len(t, got.sums, 6, "every series exists from the start: %v", got.sums)
+		assert.Equal(t, int64(0), got.sums[MetricLeader], "not started")
+		assert.False(t, got.monotonic[MetricLeader], "a gauge: it goes up and down")
+
+		run := start(sup)
+		time.Sleep(5 * time.Second) // acquired at 0 s, renewed at 2 and 4 s
+		synctest.Wait()
+		got = collect(t, reader)
+		assert.Equal(t, int64(1), got.sums[MetricLeader])
+		// Each on-time renewal leaves TTL - margin - renew period.
+		left := (lc.TTL - lc.SafetyMargin - lc.RenewInterval).Seconds()
+		assert.Equal(t, uint64(2), got.count)
+		assert.InDelta(t, 2*left, got.validities[0], 1e-9)
+		assert.Equal(t, validityBuckets, got.bounds)
+
+		// Two failed renewals: the one that succeeds comes later, with less
+		// validity left.
+		r.faults.FailRenewals(2)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got = collect(t, reader)
+		renewed, _ := all[Renewed](r.rec)
+		require.Len(t, renewed, 3)
+		assert.Equal(t, uint64(3), got.count)
+		third := got.validities[0] - 2*left
+		assert.Less(t, third, left, "later than on time")
+		assert.Greater(t, third, 0.0)
+
+		require.NoError(t, sup.Resign(context.Background(), time.Minute))
+		synctest.Wait()
+		assert.Equal(t, int64(0), collect(t, reader).sums[MetricLeader], "resigned")
+
+		// Lost: the store gives the lease to another term.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, int64(1), collect(t, reader).sums[MetricLeader], "leading again after the hold-off")
+		r.faults.LoseRenewals(1)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(0), collect(t, reader).sums[MetricLeader], "lost")
+		assert.Equal(t, uint64(3), collect(t, reader).count, "a lost renewal measures nothing")
+
+		// Acquired again once the lost term's key expired; then shut down.
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		require.Equal(t, int64(1), collect(t, reader).sums[MetricLeader], "leading again")
+		require.NoError(t, run.stop())
+		got = collect(t, reader)
+		assert.Equal(t, int64(0), got.sums[MetricLeader], "released on shutdown")
+		assert.Equal(t, int64(3), got.sums[MetricAcquisitions])
 	})
 }

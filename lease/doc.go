@@ -40,6 +40,15 @@
 // carries a SafetyMargin (clock-rate drift) and a StopTimeout (time to stop
 // the workload); see Config.ValidUntil and Config.RenewDeadline.
 //
+// # Observing
+//
+// Any process, candidate or not, can learn who holds a lease through a
+// store's Watcher: Leader answers once, Observe reports the current holder
+// and every change (another term acquired it, or it became free), like
+// etcd's Election.Leader and Observe. A store that is also a Reader (as
+// natsstore's is) gives the current state at once. Holder.Meta carries
+// what the holder published with it (an address, a pod name).
+//
 // # Conformance
 //
 // Package leasetest holds the suite every Store must pass and an in-memory

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
@@ -63,6 +64,11 @@ type Config struct {
 	// guards, and actors.Renewed, actors.RenewalFailed and actors.Poisoned
 	// from the watchdogs, on their goroutines. It must not block.
 	OnEvent func(actors.Event)
+
+	// MeterProvider receives the lock instruments: the locks held
+	// (MetricHeld) and how long acquisitions took (MetricWait). nil means a
+	// no-op provider.
+	MeterProvider metric.MeterProvider
 }
 
 // leaseConfig returns the lease.Config of one lock.

@@ -97,6 +97,12 @@
 // *CloseError naming the locks it could not release (they expire at the
 // store) and what did not stop. Calls after Close return lease.ErrClosed.
 //
+// # Metrics
+//
+// Config.MeterProvider receives two OpenTelemetry instruments: the locks
+// held (MetricHeld) and how long acquisitions took, by outcome
+// (MetricWait). Config.OnEvent receives the lock's events.
+//
 // # Scale
 //
 // A held lock costs a Guard, the shared state of its lease, a watchdog actor with its

@@ -124,6 +124,7 @@ func (k *keeper) spawn(c actor.Context, m spawnWatchdog) error {
 	m.g.setWatchdog(pid)
 	k.guards[guardKey{le.ID, le.Token}] = keptGuard{g: m.g, dog: pid}
 	k.l.held.Add(1)
+	k.l.metrics.held.Add(context.Background(), 1)
 	return nil
 }
 
@@ -140,6 +141,7 @@ func (k *keeper) terminated(who *actor.PID) {
 	}
 	delete(k.guards, key)
 	k.l.held.Add(-1)
+	k.l.metrics.held.Add(context.Background(), -1)
 	if kg.stopped != nil {
 		close(kg.stopped)
 	}

@@ -32,6 +32,7 @@ type Locker struct {
 	owner   string
 	log     *slog.Logger
 	held    atomic.Int64 // locks with a live watchdog
+	metrics *metrics
 
 	sys        *actor.ActorSystem
 	own        *actorsys.System // nil when the system was given
@@ -57,7 +58,12 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
 	l := &Locker{
+		metrics:    m,
 		store:      store,
 		cfg:        cfg,
 		owner:      cfg.OwnerID,
@@ -115,6 +121,14 @@ func (l *Locker) TryAcquire(ctx context.Context, resource string, opts ...Option
 }
 
 func (l *Locker) acquire(ctx context.Context, resource string, opts []Option, wait bool) (*Guard, error) {
+	start := time.Now()
+	g, err := l.take(ctx, resource, opts, wait)
+	l.metrics.waited(start, err)
+	return g, err
+}
+
+// take is acquire without its measurement.
+func (l *Locker) take(ctx context.Context, resource string, opts []Option, wait bool) (*Guard, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)

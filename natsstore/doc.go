@@ -84,4 +84,13 @@
 // polling. The watch is re-created after every reconnect (a KV watch stays
 // silent for many seconds after a server restart otherwise). Events are
 // hints: a standby still calls Acquire, and still polls now and then.
+//
+// # Inspecting
+//
+// Read tells who holds one lease without taking it (Store is a
+// lease.Reader, so lease.Leader and lease.Observe answer at once, even for
+// a key never written). Leases lists every key of the bucket with its
+// state (held, released, expired, deleted, purged, or not a lease), its
+// holder, token, metadata, acquisition time and expiry: what
+// `aster leases` prints. Neither writes anything.
 package natsstore

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+// result is what one run of the command printed.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// aster runs the command with env as its environment.
+func aster(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
+	return result{code, out.String(), errOut.String()}
+}
+
+func TestUsage(t *testing.T) {
+	r := aster(t, nil)
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "usage: aster <command>")
+	for _, cmd := range []string{"leases [BUCKET]", "watch LEASE", "status", "tree INSTANCE", "dev"} {
+		assert.Contains(t, r.stderr, "\n  "+cmd)
+	}
+
+	r = aster(t, nil, "help")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "usage: aster <command>")
+
+	r = aster(t, map[string]string{"NATS_PASSWORD": "s3cret", "NATS_URL": "nats://10.1.2.3:4222"}, "help", "watch")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "usage: aster watch [flags] LEASE")
+	assert.Contains(t, r.stdout, "  -s, --server URLs")
+	assert.Contains(t, r.stdout, "(default nats://10.1.2.3:4222)", "NATS_URL")
+	assert.NotContains(t, r.stdout, "s3cret", "secrets are never printed")
+
+	r = aster(t, nil, "leases", "-h")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "usage: aster leases [flags] [BUCKET]")
+
+	r = aster(t, nil, "frobnicate")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, `aster: unknown command "frobnicate"`)
+
+	r = aster(t, nil, "watch")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "aster watch: expected LEASE")
+
+	r = aster(t, nil, "leases", "a", "b")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "aster leases: expected at most [BUCKET]")
+
+	r = aster(t, nil, "status", "--bogus")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "flag provided but not defined: -bogus")
+
+	r = aster(t, nil, "watch", "billing.*")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "LeaseID")
+}
+
+func TestHuman(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		1234567 * time.Nanosecond:              "1ms",
+		850 * time.Millisecond:                 "850ms",
+		12345 * time.Millisecond:               "12.3s",
+		3*time.Minute + 12400*time.Millisecond: "3m12s",
+		50 * time.Hour:                         "2d2h0m0s",
+		-2 * time.Second:                       "-2s",
+	} {
+		assert.Equal(t, want, human(d), d.String())
+	}
+}
+
+// lines is an io.Writer that hands every complete line to a channel.
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	ch  chan string
+}
+
+func newLines() *lines { return &lines{ch: make(chan string, 100)} }
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		line, err := l.buf.ReadString('\n')
+		if err != nil {
+			l.buf.Reset()
+			l.buf.WriteString(line)
+			return len(p), nil
+		}
+		l.ch <- strings.TrimSuffix(line, "\n")
+	}
+}
+
+// next waits for the next line, for at most 10 s.
+func (l *lines) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case line := <-l.ch:
+		return line
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line within 10 s")
+		return ""
+	}
+}
+
+func TestConnectionErrors(t *testing.T) {
+	r := aster(t, nil, "leases", "--server", "nats://127.0.0.1:1", "--timeout", "1s")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "aster leases: connect to nats://127.0.0.1:1: nats: no servers available for connection "+
+		"(is a NATS server running there? For development, start one with: aster dev)")
+
+	r = aster(t, nil, "status", "--user", "a", "--token", "b")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "set one of --creds, --nkey, --user/--password and --token")
+
+	r = aster(t, nil, "tree", "x", "--tlscert", "c.pem")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--tlscert and --tlskey go together")
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore"
+)
+
+func watchFlags(fs *flag.FlagSet, c *cli) {
+	fs.StringVar(&c.bucket, "bucket", natsstore.DefaultBucket, "the KV `bucket` of the lease")
+	fs.IntVar(&c.count, "count", 0, "exit after this many lines (0: until interrupted)")
+}
+
+// observationJSON is one line of `aster watch --json`.
+type observationJSON struct {
+	Time     time.Time         `json:"time"`
+	LeaseID  string            `json:"lease_id"`
+	Held     bool              `json:"held"`
+	OwnerID  string            `json:"owner_id,omitempty"`
+	Term     string            `json:"term,omitempty"`
+	Token    uint64            `json:"token,omitempty"`
+	TTL      string            `json:"ttl,omitempty"`
+	Meta     map[string]string `json:"meta,omitempty"`
+	Revision uint64            `json:"revision"`
+	Problem  string            `json:"problem,omitempty"`
+}
+
+func runWatch(ctx context.Context, c *cli, args []string) error {
+	id := args[0]
+	if err := lease.ValidateLeaseID(id); err != nil {
+		return &usageError{err.Error()}
+	}
+	nc, err := c.conn.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	store, err := c.conn.openStore(ctx, nc, c.bucket)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = store.Close() }()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := lease.Observe(wctx, store, id)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(c.stdout)
+	var prev lease.Observation
+	for n := 0; c.count == 0 || n < c.count; n++ {
+		o, ok := <-ch
+		if !ok {
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return errors.New("the watch ended: the connection to NATS was closed")
+		}
+		if c.json {
+			line := observationJSON{Time: o.Seen, LeaseID: o.LeaseID, Held: o.Held, OwnerID: o.Holder.OwnerID,
+				Term: o.Holder.Term, Token: uint64(o.Holder.Token), Meta: o.Holder.Meta, Revision: o.Revision}
+			if o.Holder.TTL > 0 {
+				line.TTL = o.Holder.TTL.String()
+			}
+			if o.Held && o.Holder.OwnerID == "" {
+				line.Problem = "the value is not a lease; nobody can take it until it is deleted"
+			}
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintln(c.stdout, describe(o, prev, n == 0))
+		}
+		prev = o
+	}
+	return nil
+}
+
+// describe prints an observation on one line; prev is the one before
+// (unless first).
+func describe(o, prev lease.Observation, first bool) string {
+	at := o.Seen.Format("15:04:05.000")
+	switch {
+	case !o.Held:
+		if first {
+			return fmt.Sprintf("%s  %s  free", at, o.LeaseID)
+		}
+		return fmt.Sprintf("%s  %s  free (was %s, token %d)", at, o.LeaseID, dash(prev.Holder.OwnerID), prev.Holder.Token)
+	case o.Holder.OwnerID == "":
+		return fmt.Sprintf("%s  %s  held by a value that is not a lease (revision %d): nobody can take it until it is deleted",
+			at, o.LeaseID, o.Revision)
+	}
+	line := fmt.Sprintf("%s  %s  held by %s  token %d  term %s  ttl %v  meta %s", at, o.LeaseID, o.Holder.OwnerID,
+		o.Holder.Token, o.Holder.Term, o.Holder.TTL, meta(o.Holder.Meta))
+	if !first && prev.Held && prev.Holder.OwnerID != "" {
+		line += fmt.Sprintf("  (handover from %s, token %d)", prev.Holder.OwnerID, prev.Holder.Token)
+	}
+	return line
+}

@@ -1,0 +1,48 @@
+// Package monitor reports what a process's lease supervisors, locks and
+// supervision trees are doing, where operators look: health probes and a
+// JSON status over HTTP, a NATS micro service that `nats micro ls` lists,
+// and OpenTelemetry instruments for the trees.
+//
+// # Registry
+//
+// A Registry holds what to report on: AddSupervisor (an
+// actors.LeaseSupervisor, with the tree it runs as its workload, if any),
+// AddTree (a supervision.Tree run on its own) and AddLocker (a lock.Locker,
+// by a name).
+// Report returns the whole state at one moment: each lease's Status (leading
+// or standby, term, token, validity, who else holds it, stuck workloads,
+// the last error) with its tree's snapshot, the locks held, the trees'
+// snapshots, and the health verdict with the problems behind it.
+//
+//	reg := monitor.New(monitor.Config{Instance: podName})
+//	reg.AddSupervisor(sup, nil)
+//	reg.AddLocker("invoices", locker)
+//	http.Handle("/aster/", http.StripPrefix("/aster", reg.Handler()))
+//	svc, err := reg.Service(nc, monitor.ServiceConfig{}) // nats micro ls
+//
+// # Health
+//
+// A process is live unless it is wedged in a way only a restart fixes: a
+// supervisor that leads although its validity has passed (its renewals are
+// overdue: the renewing actor is stuck; client-go's leader-election health
+// check judges the same way), a workload that did not stop when its term
+// ended (Status.Stuck), or a tree run on its own that failed. It is ready
+// when every supervisor is a running candidate (standby, leading, stopping
+// or restarting) and every tree run on its own is running. A workload
+// tree's failure ends its term and the supervisor's restart policy answers
+// it. Handler serves /livez (also /healthz), /readyz and /status.
+//
+// # NATS micro service
+//
+// Service registers a micro service (nats.go/micro) named "aster" whose
+// every instance answers on <name>.<instance-id>.status, .leases and .tree,
+// so that `nats micro ls`, `nats micro info aster` and `nats req` work, and
+// `aster status` and `aster tree` find every instance.
+//
+// # Metrics
+//
+// RegisterMetrics adds observable instruments read from the trees'
+// snapshots: the children by state and their restarts. The lease
+// instruments are the actors package's (SupervisorConfig.MeterProvider),
+// the lock instruments the lock package's (lock.Config.MeterProvider).
+package monitor
