@@ -40,7 +40,7 @@ type SupervisorConfig struct {
 	OnEvent func(Event)
 	// MeterProvider receives the lease's instruments: counters of
 	// acquisitions, renewals, renewal failures, losses and handovers, the
-	// leader gauge and the validity histogram (see MetricLeader and the
+	// leader gauge and the validity histogram (see metricLeader and the
 	// other Metric names). nil means a no-op provider.
 	MeterProvider metric.MeterProvider
 }

@@ -18,23 +18,23 @@ const meterName = "github.com/asterforge/aster/actors"
 
 // Instrument names. Every measurement carries the lease_id attribute.
 const (
-	MetricAcquisitions    = "aster.lease.acquisitions"
-	MetricRenewals        = "aster.lease.renewals"
-	MetricRenewalFailures = "aster.lease.renewal_failures"
-	MetricLosses          = "aster.lease.losses"
-	MetricHandovers       = "aster.lease.handovers"
-	// MetricLeader is 1 while this process holds the lease (from its
+	metricAcquisitions    = "aster.lease.acquisitions"
+	metricRenewals        = "aster.lease.renewals"
+	metricRenewalFailures = "aster.lease.renewal_failures"
+	metricLosses          = "aster.lease.losses"
+	metricHandovers       = "aster.lease.handovers"
+	// metricLeader is 1 while this process holds the lease (from its
 	// acquisition to its release, loss or expiry) and 0 otherwise: summed
 	// over a fleet, the number of holders.
-	MetricLeader = "aster.lease.leader"
-	// MetricValidityRemaining is a histogram of how much validity the
+	metricLeader = "aster.lease.leader"
+	// metricValidityRemaining is a histogram of how much validity the
 	// lease had left when each renewal succeeded, in seconds: about TTL -
 	// safety margin - renew period when renewals are on time, near 0 when
 	// the lease almost lapsed.
-	MetricValidityRemaining = "aster.lease.validity_remaining"
+	metricValidityRemaining = "aster.lease.validity_remaining"
 )
 
-// validityBuckets are the histogram boundaries of MetricValidityRemaining,
+// validityBuckets are the histogram boundaries of metricValidityRemaining,
 // in seconds: lease TTLs are seconds to minutes.
 var validityBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300}
 
@@ -63,11 +63,11 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 		dst        *metric.Int64Counter
 		name, desc string
 	}{
-		{&m.acquisitions, MetricAcquisitions, "Leases acquired by this process."},
-		{&m.renewals, MetricRenewals, "Successful lease renewals."},
-		{&m.renewalFailures, MetricRenewalFailures, "Failed lease renewals (retried until the renew deadline)."},
-		{&m.losses, MetricLosses, "Leases given up by a watchdog (poisoned)."},
-		{&m.handovers, MetricHandovers, "Acquisitions of a lease that another owner was seen holding."},
+		{&m.acquisitions, metricAcquisitions, "Leases acquired by this process."},
+		{&m.renewals, metricRenewals, "Successful lease renewals."},
+		{&m.renewalFailures, metricRenewalFailures, "Failed lease renewals (retried until the renew deadline)."},
+		{&m.losses, metricLosses, "Leases given up by a watchdog (poisoned)."},
+		{&m.handovers, metricHandovers, "Acquisitions of a lease that another owner was seen holding."},
 	} {
 		ctr, err := meter.Int64Counter(c.name, metric.WithDescription(c.desc), metric.WithUnit("{event}"))
 		if err != nil {
@@ -76,10 +76,10 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 		*c.dst = ctr
 	}
 	var err error
-	m.leader, err = meter.Int64UpDownCounter(MetricLeader, metric.WithUnit("{lease}"),
+	m.leader, err = meter.Int64UpDownCounter(metricLeader, metric.WithUnit("{lease}"),
 		metric.WithDescription("1 while this process holds the lease, 0 otherwise."))
 	if err != nil {
-		return nil, fmt.Errorf("actors: gauge %s: %w", MetricLeader, err)
+		return nil, fmt.Errorf("actors: gauge %s: %w", metricLeader, err)
 	}
 	// Every series exists from the start, at 0, so that alerts on rates
 	// and absences work before the first event.
@@ -88,11 +88,11 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 		c.Add(ctx, 0, m.attrs)
 	}
 	m.leader.Add(ctx, 0, m.attrs)
-	m.validity, err = meter.Float64Histogram(MetricValidityRemaining, metric.WithUnit("s"),
+	m.validity, err = meter.Float64Histogram(metricValidityRemaining, metric.WithUnit("s"),
 		metric.WithDescription("Validity the lease had left when a renewal succeeded."),
 		metric.WithExplicitBucketBoundaries(validityBuckets...))
 	if err != nil {
-		return nil, fmt.Errorf("actors: histogram %s: %w", MetricValidityRemaining, err)
+		return nil, fmt.Errorf("actors: histogram %s: %w", metricValidityRemaining, err)
 	}
 	return m, nil
 }

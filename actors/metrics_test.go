@@ -48,7 +48,7 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) measured {
 					out.sums[m.Name] += dp.Value
 				}
 			case metricdata.Histogram[float64]:
-				require.Equal(t, MetricValidityRemaining, m.Name)
+				require.Equal(t, metricValidityRemaining, m.Name)
 				assert.Equal(t, "s", m.Unit)
 				for _, dp := range data.DataPoints {
 					checkAttrs(dp.Attributes)
@@ -86,12 +86,12 @@ func TestSupervisorCounters(t *testing.T) {
 		require.NoError(t, run.stop())
 
 		got := collect(t, reader).sums
-		assert.Equal(t, int64(2), got[MetricAcquisitions])
-		assert.Equal(t, int64(1), got[MetricHandovers], "only the first acquisition followed another owner")
-		assert.Equal(t, int64(2), got[MetricRenewalFailures])
-		assert.Equal(t, int64(1), got[MetricLosses])
-		assert.Equal(t, int64(count[Renewed](r.rec)), got[MetricRenewals])
-		assert.GreaterOrEqual(t, got[MetricRenewals], int64(3))
+		assert.Equal(t, int64(2), got[metricAcquisitions])
+		assert.Equal(t, int64(1), got[metricHandovers], "only the first acquisition followed another owner")
+		assert.Equal(t, int64(2), got[metricRenewalFailures])
+		assert.Equal(t, int64(1), got[metricLosses])
+		assert.Equal(t, int64(count[Renewed](r.rec)), got[metricRenewals])
+		assert.GreaterOrEqual(t, got[metricRenewals], int64(3))
 	})
 }
 
@@ -108,14 +108,14 @@ func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
 		sup := r.supervisor(t, cfg)
 		got := collect(t, reader)
 		assert.Len(t, got.sums, 6, "every series exists from the start: %v", got.sums)
-		assert.Equal(t, int64(0), got.sums[MetricLeader], "not started")
-		assert.False(t, got.monotonic[MetricLeader], "a gauge: it goes up and down")
+		assert.Equal(t, int64(0), got.sums[metricLeader], "not started")
+		assert.False(t, got.monotonic[metricLeader], "a gauge: it goes up and down")
 
 		run := start(sup)
 		time.Sleep(5 * time.Second) // acquired at 0 s, renewed at 2 and 4 s
 		synctest.Wait()
 		got = collect(t, reader)
-		assert.Equal(t, int64(1), got.sums[MetricLeader])
+		assert.Equal(t, int64(1), got.sums[metricLeader])
 		// Each on-time renewal leaves TTL - margin - renew period.
 		left := (lc.TTL - lc.SafetyMargin - lc.RenewInterval).Seconds()
 		assert.Equal(t, uint64(2), got.count)
@@ -137,25 +137,25 @@ func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
 
 		require.NoError(t, sup.Resign(context.Background(), time.Minute))
 		synctest.Wait()
-		assert.Equal(t, int64(0), collect(t, reader).sums[MetricLeader], "resigned")
+		assert.Equal(t, int64(0), collect(t, reader).sums[metricLeader], "resigned")
 
 		// Lost: the store gives the lease to another term.
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		require.Equal(t, int64(1), collect(t, reader).sums[MetricLeader], "leading again after the hold-off")
+		require.Equal(t, int64(1), collect(t, reader).sums[metricLeader], "leading again after the hold-off")
 		r.faults.LoseRenewals(1)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		assert.Equal(t, int64(0), collect(t, reader).sums[MetricLeader], "lost")
+		assert.Equal(t, int64(0), collect(t, reader).sums[metricLeader], "lost")
 		assert.Equal(t, uint64(3), collect(t, reader).count, "a lost renewal measures nothing")
 
 		// Acquired again once the lost term's key expired; then shut down.
 		time.Sleep(15 * time.Second)
 		synctest.Wait()
-		require.Equal(t, int64(1), collect(t, reader).sums[MetricLeader], "leading again")
+		require.Equal(t, int64(1), collect(t, reader).sums[metricLeader], "leading again")
 		require.NoError(t, run.stop())
 		got = collect(t, reader)
-		assert.Equal(t, int64(0), got.sums[MetricLeader], "released on shutdown")
-		assert.Equal(t, int64(3), got.sums[MetricAcquisitions])
+		assert.Equal(t, int64(0), got.sums[metricLeader], "released on shutdown")
+		assert.Equal(t, int64(3), got.sums[metricAcquisitions])
 	})
 }
