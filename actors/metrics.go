@@ -18,7 +18,10 @@ const meterName = "github.com/asterforge/aster/actors"
 
 // Instrument names. Every measurement carries the lease_id attribute.
 const (
-	metricAcquisitions    = "aster.lease.acquisitions"
+	metricAcquisitions = "aster.lease.acquisitions"
+	// metricAcquireLatency is the round trip of one acquisition attempt,
+	// by outcome (acquired, held, failed).
+	metricAcquireLatency  = "aster.lease.acquire_latency"
 	metricRenewals        = "aster.lease.renewals"
 	metricRenewalFailures = "aster.lease.renewal_failures"
 	metricLosses          = "aster.lease.losses"
@@ -43,7 +46,8 @@ var validityBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 
 type metrics struct {
 	acquisitions, renewals, renewalFailures, losses, handovers metric.Int64Counter
 	leader                                                     metric.Int64UpDownCounter
-	validity                                                   metric.Float64Histogram
+	validity, acquireLatency                                   metric.Float64Histogram
+	outcomes                                                   map[string]metric.MeasurementOption
 	attrs                                                      metric.MeasurementOption
 
 	// The supervisor and its watchdog report concurrently.
@@ -94,7 +98,22 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: histogram %s: %w", metricValidityRemaining, err)
 	}
+	m.acquireLatency, err = meter.Float64Histogram(metricAcquireLatency, metric.WithUnit("s"),
+		metric.WithDescription("Round trip of one acquisition attempt, by outcome (acquired, held, failed)."),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+	if err != nil {
+		return nil, fmt.Errorf("actors: histogram %s: %w", metricAcquireLatency, err)
+	}
+	m.outcomes = make(map[string]metric.MeasurementOption, 3)
+	for _, o := range []string{"acquired", "held", "failed"} {
+		m.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("lease_id", leaseID), attribute.String("outcome", o)))
+	}
 	return m, nil
+}
+
+// attempted measures one acquisition attempt that took d.
+func (m *metrics) attempted(d time.Duration, outcome string) {
+	m.acquireLatency.Record(context.Background(), d.Seconds(), m.outcomes[outcome])
 }
 
 // observe measures ev.

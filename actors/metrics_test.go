@@ -23,6 +23,7 @@ type measured struct {
 	validities []float64 // the histogram's sum and count: {sum, count}
 	count      uint64
 	bounds     []float64
+	attempts   map[string]uint64 // acquisition attempts measured, by outcome
 }
 
 // collect reads every instrument of the reader, checking the scope and the
@@ -31,7 +32,7 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) measured {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
-	out := measured{sums: map[string]int64{}, monotonic: map[string]bool{}}
+	out := measured{sums: map[string]int64{}, monotonic: map[string]bool{}, attempts: map[string]uint64{}}
 	checkAttrs := func(set attribute.Set) {
 		v, ok := set.Value(attribute.Key("lease_id"))
 		require.True(t, ok)
@@ -48,8 +49,16 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) measured {
 					out.sums[m.Name] += dp.Value
 				}
 			case metricdata.Histogram[float64]:
-				require.Equal(t, metricValidityRemaining, m.Name)
 				assert.Equal(t, "s", m.Unit)
+				if m.Name == metricAcquireLatency {
+					for _, dp := range data.DataPoints {
+						checkAttrs(dp.Attributes)
+						o, _ := dp.Attributes.Value("outcome")
+						out.attempts[o.AsString()] += dp.Count
+					}
+					continue
+				}
+				require.Equal(t, metricValidityRemaining, m.Name)
 				for _, dp := range data.DataPoints {
 					checkAttrs(dp.Attributes)
 					out.validities = append(out.validities, dp.Sum)
@@ -157,5 +166,7 @@ func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
 		got = collect(t, reader)
 		assert.Equal(t, int64(0), got.sums[metricLeader], "released on shutdown")
 		assert.Equal(t, int64(3), got.sums[metricAcquisitions])
+		assert.Equal(t, uint64(3), got.attempts["acquired"], "every acquisition's round trip is measured")
+		assert.Positive(t, got.attempts["held"], "and the attempts that found the lost term's key held")
 	})
 }

@@ -47,6 +47,14 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 		Term: s.claimTerm, TTL: cfg.Lease.EffectiveTTL(), Meta: cfg.Meta})
 	cancel()
 	switch {
+	case err != nil:
+		s.s.metrics.attempted(time.Since(sent), "failed")
+	case a.Acquired:
+		s.s.metrics.attempted(time.Since(sent), "acquired")
+	default:
+		s.s.metrics.attempted(time.Since(sent), "held")
+	}
+	switch {
 	case err != nil && fatalStoreError(err):
 		s.failed(err)
 		s.s.logAttrs(slog.LevelError, "lease acquisition cannot succeed", 0, slog.Any("error", err))

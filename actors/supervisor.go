@@ -16,6 +16,7 @@ import (
 	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/supervision"
 )
 
 // LeaseSupervisor runs a workload on exactly one instance of a fleet: the
@@ -66,7 +67,8 @@ type shared struct {
 	closing atomic.Bool
 	live    liveWork
 	status  atomic.Pointer[Status]
-	hold    atomic.Pointer[leasehold.Hold] // the current term's, for Status
+	hold    atomic.Pointer[leasehold.Hold]   // the current term's, for Status
+	tree    atomic.Pointer[supervision.Tree] // the current term's workload tree, for Tree
 	// actor is the incarnation that accepts Resign: the first actor
 	// spawned from Props that still runs.
 	actor atomic.Pointer[actorRef]
@@ -150,6 +152,11 @@ func (s *LeaseSupervisor) Resign(ctx context.Context, holdOff time.Duration) err
 		return fmt.Errorf("actors: resign: %w", context.Cause(ctx))
 	}
 }
+
+// Tree returns the supervision tree the current term runs as its workload
+// (WorkloadTree), for snapshots of what the leader runs; nil when this
+// instance does not lead or its workload is not a tree.
+func (s *LeaseSupervisor) Tree() *supervision.Tree { return s.shared.tree.Load() }
 
 func (s *LeaseSupervisor) emit(ev Event) {
 	s.metrics.observe(ev)

@@ -50,6 +50,9 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	s.term, s.lastTerm, s.lastToken = t, l.Term, l.Token
 	s.s.shared.hold.Store(hold)
 	t.work = cfg.Workload.start(c, seq, Granted{Token: l.Token, Context: t.ctx, Term: Term{h: hold}}, stopped)
+	if t.work.tree != nil {
+		s.s.shared.tree.Store(t.work.tree)
+	}
 	s.setState(StateLeading)
 	s.backoff.Started(time.Now())
 	handover := s.seenOther
@@ -189,8 +192,16 @@ func (s *supervisor) stopOverdue(c actor.Context) {
 	budget := s.s.cfg.Lease.EffectiveStopTimeout()
 	s.stuckWorkload(t, budget)
 	s.term = nil
-	s.s.shared.hold.CompareAndSwap(t.hold, nil)
+	s.forget(t)
 	s.next(c, t, ErrWorkloadStuck)
+}
+
+// forget stops reporting t's Hold and tree through Status and Tree.
+func (s *supervisor) forget(t *term) {
+	s.s.shared.hold.CompareAndSwap(t.hold, nil)
+	if t.work.tree != nil {
+		s.s.shared.tree.CompareAndSwap(t.work.tree, nil)
+	}
 }
 
 // stuckWorkload reports a workload that did not stop within budget.
@@ -208,7 +219,7 @@ func (s *supervisor) stuckWorkload(t *term, budget time.Duration) {
 func (s *supervisor) finishTerm(c actor.Context) {
 	t := s.term
 	s.term = nil
-	s.s.shared.hold.CompareAndSwap(t.hold, nil)
+	s.forget(t)
 	s.disarm()
 	err := s.releaseTerm(t)
 	s.next(c, t, err)
@@ -346,7 +357,7 @@ func (s *supervisor) shutdown(c actor.Context) {
 	}
 	if t := s.term; t != nil {
 		s.term = nil
-		s.s.shared.hold.CompareAndSwap(t.hold, nil)
+		s.forget(t)
 		t.notify.Store(false) // this incarnation will not be there to hear it
 		if s.state == StateLeading {
 			t.end = endResigned

@@ -48,6 +48,7 @@ type workloadInstance struct {
 	// function returned, the actor terminated, the tree's root terminated
 	// and every child it abandoned exited.
 	done chan struct{}
+	tree *supervision.Tree // a WorkloadTree's tree, nil otherwise
 }
 
 // workloadExited tells the supervisor that a function workload returned.
@@ -185,7 +186,7 @@ func (w treeWorkload) start(c actor.Context, seq uint64, g Granted, stopped func
 		err = fmt.Errorf("actors: building the workload tree: %w", err)
 		return funcWorkload{fn: func(context.Context, lease.Token) error { return err }}.start(c, seq, g, stopped)
 	}
-	inst := workloadInstance{pid: c.Spawn(tree.Props()), done: make(chan struct{})}
+	inst := workloadInstance{pid: c.Spawn(tree.Props()), done: make(chan struct{}), tree: tree}
 	done := inst.done
 	// The root's termination is not enough: a child the tree abandoned
 	// after its Shutdown time may still run. The workload has stopped once

@@ -123,6 +123,8 @@ func TestObserveClosesWithContextAndStore(t *testing.T) {
 		require.NoError(t, err)
 		cancel()
 		synctest.Wait()
+		for range ch { // the current state may come first
+		}
 		_, ok := <-ch
 		assert.False(t, ok, "closed when ctx is done")
 
@@ -130,6 +132,8 @@ func TestObserveClosesWithContextAndStore(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, store.Close())
 		synctest.Wait()
+		for range ch { // the current state may come first
+		}
 		_, ok = <-ch
 		assert.False(t, ok, "closed when the store closes, although ctx is not done")
 

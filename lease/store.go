@@ -50,11 +50,11 @@ func (l Lease) Tenure() Tenure { return Tenure{Token: l.Token, Term: l.Term} }
 // Holder describes the holder of a lease as a store read it: who, which
 // term, and with which token. Fields a store could not read are zero.
 type Holder struct {
-	OwnerID string
-	Term    string
-	Token   Token
-	TTL     time.Duration // the TTL of the holder's last write
-	Meta    map[string]string
+	OwnerID string            `json:"owner_id"`
+	Term    string            `json:"term"`
+	Token   Token             `json:"token"`
+	TTL     time.Duration     `json:"ttl"` // the TTL of the holder's last write
+	Meta    map[string]string `json:"meta,omitempty"`
 }
 
 // Acquisition is the answer to Store.Acquire.

@@ -15,7 +15,7 @@
 // snapshots, and the health verdict with the problems behind it.
 //
 //	reg := monitor.New(monitor.Config{Instance: podName})
-//	reg.AddSupervisor(sup, nil)
+//	reg.AddSupervisor(sup)
 //	reg.AddLocker("invoices", locker)
 //	http.Handle("/aster/", http.StripPrefix("/aster", reg.Handler()))
 //	svc, err := reg.Service(nc, monitor.ServiceConfig{}) // nats micro ls

@@ -22,6 +22,8 @@ type fixed actors.Status
 
 func (f fixed) Status() actors.Status { return actors.Status(f) }
 
+func (f fixed) Tree() *supervision.Tree { return nil }
+
 // frozen is a Tree whose snapshot is s.
 type frozen supervision.Snapshot
 
@@ -65,7 +67,7 @@ func TestHealth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := monitor.New(monitor.Config{Instance: "pod-a", RenewalGrace: tc.grace})
 			if tc.status != nil {
-				reg.AddSupervisor(fixed(*tc.status), nil)
+				reg.AddSupervisor(fixed(*tc.status))
 			}
 			if tc.tree != nil {
 				reg.AddTree(frozen(*tc.tree))
@@ -110,7 +112,7 @@ func TestHandler(t *testing.T) {
 	}
 
 	stuck := actors.Status{LeaseID: "billing.outbox", State: actors.StateStandby, Stuck: 2}
-	reg.AddSupervisor(fixed(stuck), nil)
+	reg.AddSupervisor(fixed(stuck))
 	reg.AddTree(frozen(supervision.Snapshot{Name: "jobs"}))
 	code, body := get("/livez")
 	assert.Equal(t, http.StatusServiceUnavailable, code)

@@ -82,10 +82,7 @@ func (r *Registry) snapshots() []leaseTree {
 	r.mu.Unlock()
 	var out []leaseTree
 	for _, e := range sups {
-		if e.tree == nil {
-			continue
-		}
-		if t := e.tree(); t != nil {
+		if t := e.sup.Tree(); t != nil {
 			out = append(out, leaseTree{leaseID: e.sup.Status().LeaseID, snap: t.Snapshot()})
 		}
 	}

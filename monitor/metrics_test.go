@@ -82,7 +82,7 @@ func TestTreeMetrics(t *testing.T) {
 
 		reg := monitor.New(monitor.Config{Instance: "pod-a"})
 		reg.AddTree(jobs)
-		reg.AddSupervisor(sup, outbox.Load)
+		reg.AddSupervisor(sup)
 		registration, err := reg.RegisterMetrics(mp)
 		require.NoError(t, err)
 

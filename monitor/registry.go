@@ -27,6 +27,9 @@ type Config struct {
 // (*actors.LeaseSupervisor).
 type Supervisor interface {
 	Status() actors.Status
+	// Tree returns the supervision tree the current term runs as its
+	// workload, or nil.
+	Tree() *supervision.Tree
 }
 
 // Tree is what a Registry reads of a supervision tree (*supervision.Tree).
@@ -57,8 +60,7 @@ type lockerEntry struct {
 }
 
 type supEntry struct {
-	sup  Supervisor
-	tree func() *supervision.Tree
+	sup Supervisor
 }
 
 // New returns an empty Registry.
@@ -76,14 +78,12 @@ func New(cfg Config) *Registry {
 // Instance returns the name of this process.
 func (r *Registry) Instance() string { return r.instance }
 
-// AddSupervisor reports on sup. tree, when not nil, returns the supervision
-// tree sup runs as its workload (actors.WorkloadTree builds one per term:
-// keep the last one built, for instance in an atomic.Pointer, and pass its
-// Load method), or nil when there is none yet.
-func (r *Registry) AddSupervisor(sup Supervisor, tree func() *supervision.Tree) {
+// AddSupervisor reports on sup (an *actors.LeaseSupervisor), and on the
+// tree its current term runs as its workload (actors.WorkloadTree), if any.
+func (r *Registry) AddSupervisor(sup Supervisor) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sups = append(r.sups, supEntry{sup: sup, tree: tree})
+	r.sups = append(r.sups, supEntry{sup: sup})
 }
 
 // AddTree reports on a supervision tree run on its own.
@@ -166,11 +166,9 @@ func (r *Registry) Report() Report {
 				lr.Holder.TTL = h.TTL.String()
 			}
 		}
-		if e.tree != nil {
-			if t := e.tree(); t != nil {
-				tr := treeReport(t)
-				lr.Tree = &tr
-			}
+		if t := e.sup.Tree(); t != nil {
+			tr := treeReport(t)
+			lr.Tree = &tr
 		}
 		rep.Leases = append(rep.Leases, lr)
 	}

@@ -83,8 +83,8 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		t.Cleanup(func() { _ = locker.Close(context.Background()) })
 
 		reg := monitor.New(monitor.Config{Instance: "pod-a"})
-		reg.AddSupervisor(a, treeA.Load)
-		reg.AddSupervisor(b, treeB.Load)
+		reg.AddSupervisor(a)
+		reg.AddSupervisor(b)
 		reg.AddTree(jobs)
 		reg.AddLocker("invoices", locker)
 
@@ -127,8 +127,8 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		assert.Contains(t, rep.Trees[0].Text, "flaky (func, permanent) backoff")
 		assert.Equal(t, []monitor.LockReport{{Name: "invoices", Held: 1}}, rep.Locks)
 
-		// pod-a resigns: pod-b leads, and pod-a's report shows its last
-		// tree stopped.
+		// pod-a resigns: pod-b leads with its tree, and pod-a, a standby,
+		// runs none.
 		require.NoError(t, a.Resign(t.Context(), time.Minute))
 		time.Sleep(time.Minute + 5*time.Second) // pod-a tries again after its hold-off, and sees pod-b
 		synctest.Wait()
@@ -137,7 +137,7 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		assert.Equal(t, actors.StateStandby, rep.Leases[0].State)
 		require.NotNil(t, rep.Leases[0].Holder)
 		assert.Equal(t, "pod-b", rep.Leases[0].Holder.OwnerID)
-		assert.Equal(t, supervision.StateStopped, rep.Leases[0].Tree.Snapshot.State)
+		assert.Nil(t, rep.Leases[0].Tree, "a standby runs no tree")
 		assert.Equal(t, actors.StateLeading, rep.Leases[1].State)
 		require.NotNil(t, rep.Leases[1].Tree)
 		assert.Equal(t, supervision.StateRunning, rep.Leases[1].Tree.Snapshot.State)
@@ -159,7 +159,7 @@ func TestReportSurfacesAStuckWorkload(t *testing.T) {
 		})
 		require.NoError(t, err)
 		reg := monitor.New(monitor.Config{Instance: "pod-a"})
-		reg.AddSupervisor(sup, nil)
+		reg.AddSupervisor(sup)
 		run(t, sup)
 		t.Cleanup(func() { close(release) }) // before Run's cleanup, which waits for it
 		time.Sleep(time.Second)

@@ -47,11 +47,11 @@ func TestServiceOverNATS(t *testing.T) {
 	now := time.Now()
 	a := monitor.New(monitor.Config{Instance: "pod-a"})
 	a.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-a", State: actors.StateLeading,
-		Since: now, Token: 42, Term: "t42", ValidUntil: now.Add(9 * time.Second), RenewedAt: now}), nil)
+		Since: now, Token: 42, Term: "t42", ValidUntil: now.Add(9 * time.Second), RenewedAt: now}))
 	a.AddTree(frozen(supervision.Snapshot{Name: "jobs", Path: "jobs", Kind: supervision.KindSupervisor, State: supervision.StateRunning}))
 	b := monitor.New(monitor.Config{Instance: "pod-b"})
 	b.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-b", State: actors.StateStandby,
-		Holder: lease.Holder{OwnerID: "pod-a", Term: "t42", Token: 42, TTL: 10 * time.Second}}), nil)
+		Holder: lease.Holder{OwnerID: "pod-a", Term: "t42", Token: 42, TTL: 10 * time.Second}}))
 
 	svcA, err := a.Service(nc, monitor.ServiceConfig{})
 	require.NoError(t, err)

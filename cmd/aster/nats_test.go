@@ -193,6 +193,8 @@ type fixed actors.Status
 
 func (f fixed) Status() actors.Status { return actors.Status(f) }
 
+func (f fixed) Tree() *supervision.Tree { return nil }
+
 type locks int
 
 func (l locks) Held() int { return int(l) }
@@ -212,7 +214,7 @@ func TestStatusAndTree(t *testing.T) {
 	now := time.Now()
 	a := monitor.New(monitor.Config{Instance: "pod-a"})
 	a.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-a", State: actors.StateLeading,
-		Since: now.Add(-time.Minute), Term: "t1", Token: 42, ValidUntil: now.Add(8 * time.Second), RenewedAt: now}), nil)
+		Since: now.Add(-time.Minute), Term: "t1", Token: 42, ValidUntil: now.Add(8 * time.Second), RenewedAt: now}))
 	a.AddTree(frozen(supervision.Snapshot{Name: "jobs", Path: "jobs", Kind: supervision.KindSupervisor,
 		State: supervision.StateRunning, Children: []supervision.Snapshot{
 			{Name: "mailer", Path: "jobs/mailer", Kind: supervision.KindFunc, State: supervision.StateRunning, Incarnation: 1},
@@ -220,7 +222,7 @@ func TestStatusAndTree(t *testing.T) {
 	b := monitor.New(monitor.Config{Instance: "pod-b"})
 	b.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-b", State: actors.StateStandby,
 		Since: now.Add(-time.Minute), Holder: lease.Holder{OwnerID: "pod-a", Term: "t1", Token: 42}, Stuck: 1,
-		LastError: "actors: workload did not stop in time (token 7)"}), nil)
+		LastError: "actors: workload did not stop in time (token 7)"}))
 	a.AddLocker("invoices", locks(2))
 	b.AddLocker("invoices", locks(0))
 	instanceOf(t, srv.ClientURL(), a)

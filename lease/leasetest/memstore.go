@@ -40,6 +40,7 @@ type memWatch struct{ ch chan lease.Event }
 var (
 	_ lease.Store   = (*MemStore)(nil)
 	_ lease.Watcher = (*MemStore)(nil)
+	_ lease.Reader  = (*MemStore)(nil)
 )
 
 // MemOption configures a MemStore.
@@ -146,6 +147,12 @@ func (s *MemStore) Watch(ctx context.Context, leaseID string) (<-chan lease.Even
 		s.watchers[leaseID] = make(map[*memWatch]struct{})
 	}
 	s.watchers[leaseID][w] = struct{}{}
+	// The current state first, as natsstore reports it.
+	if e := s.live(leaseID); e != nil && e.holder.OwnerID != "" {
+		w.ch <- lease.Event{LeaseID: leaseID, Kind: lease.EventHeld, Holder: e.holder, Revision: e.rev}
+	} else if e == nil {
+		w.ch <- lease.Event{LeaseID: leaseID, Kind: lease.EventFree}
+	}
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -155,6 +162,27 @@ func (s *MemStore) Watch(ctx context.Context, leaseID string) (<-chan lease.Even
 		}
 	})
 	return w.ch, nil
+}
+
+// Read implements lease.Reader.
+func (s *MemStore) Read(ctx context.Context, leaseID string) (lease.Observation, error) {
+	if err := lease.ValidateLeaseID(leaseID); err != nil {
+		return lease.Observation{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lease.Observation{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return lease.Observation{}, lease.ErrClosed
+	}
+	o := lease.Observation{LeaseID: leaseID, Seen: s.now()}
+	if e := s.live(leaseID); e != nil {
+		// A key deleted by hand is not free yet, but nobody holds it.
+		o.Held, o.Holder, o.Revision = e.holder.OwnerID != "", e.holder, e.rev
+	}
+	return o, nil
 }
 
 // Close closes every watch and makes later calls return lease.ErrClosed.

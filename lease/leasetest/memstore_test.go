@@ -60,6 +60,8 @@ func TestMemStoreClosed(t *testing.T) {
 		s := leasetest.NewMemStore()
 		events, err := s.Watch(t.Context(), "closing")
 		require.NoError(t, err)
+		first := <-events
+		assert.Equal(t, lease.EventFree, first.Kind, "the current state first: a key never written is free")
 		require.NoError(t, s.Close())
 		require.NoError(t, s.Close(), "Close is idempotent")
 		_, ok := <-events
