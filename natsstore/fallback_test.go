@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,8 +39,18 @@ func (k ttlIgnoringKV) GetLastMsgForSubject(ctx context.Context, subject string)
 // to observed expiry for that key instead of waiting forever.
 func TestKeyNeverExpiredByTheServerFallsBack(t *testing.T) {
 	srv := natstest.Start(t)
+	var (
+		mu        sync.Mutex
+		fallbacks []ExpiryFallback
+	)
 	open := func() *Store {
-		s, err := Dial(t.Context(), DialOptions{URLs: []string{srv.ClientURL()}}, Config{})
+		s, err := Dial(t.Context(), DialOptions{URLs: []string{srv.ClientURL()}}, Config{OnEvent: func(ev Event) {
+			if f, ok := ev.(ExpiryFallback); ok {
+				mu.Lock()
+				defer mu.Unlock()
+				fallbacks = append(fallbacks, f)
+			}
+		}})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		require.Equal(t, ExpiryServer, s.Expiry())
@@ -62,4 +73,9 @@ func TestKeyNeverExpiredByTheServerFallsBack(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.GreaterOrEqual(t, time.Since(start), c.TTL)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, fallbacks, 1)
+	require.Equal(t, "k", fallbacks[0].Key)
+	require.Equal(t, ExpiryServer, b.Expiry(), "only that key fell back")
 }

@@ -19,7 +19,8 @@ import (
 func TestDeletedBucketStopsTheStore(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	s := dial(t, srv.ClientURL(), natsstore.Config{})
+	var events eventLog
+	s := dial(t, srv.ClientURL(), natsstore.Config{OnEvent: events.add})
 	_, js := conn(t, srv.ClientURL())
 	held := mustAcquire(t, s, claim("job", "owner-a"))
 	require.NoError(t, js.DeleteKeyValue(ctxT(t), s.Bucket()))
@@ -31,6 +32,12 @@ func TestDeletedBucketStopsTheStore(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrStoreConfig)
 	_, err = js.Stream(ctxT(t), "KV_"+s.Bucket())
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound, "the store re-created the bucket")
+	var be *natsstore.BucketError
+	require.ErrorAs(t, s.Err(), &be)
+	assert.Equal(t, natsstore.ProblemBucketDeleted, be.Problem)
+	require.ErrorIs(t, s.Check(ctxT(t)), lease.ErrStoreConfig)
+	assert.Contains(t, events.all(), natsstore.Event(natsstore.BucketUnusable{Bucket: s.Bucket(),
+		Problem: natsstore.ProblemBucketDeleted, Reason: be.Detail}))
 }
 
 // `nats kv rm` then `nats kv add` (or any Dial after a delete, which
@@ -84,4 +91,7 @@ func TestRecreatedByHandIsDetected(t *testing.T) {
 	a, err := s.Acquire(ctxT(t), claim("job", "owner-b"))
 	require.ErrorIs(t, err, lease.ErrStoreConfig, "token %d after %d", a.Lease.Token, held.Token)
 	require.False(t, a.Acquired)
+	var be *natsstore.BucketError
+	require.ErrorAs(t, err, &be)
+	assert.Contains(t, []natsstore.Problem{natsstore.ProblemSequenceRegression, natsstore.ProblemBucketRecreated}, be.Problem)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
 )
@@ -29,7 +30,13 @@ func TestStreamPurgeOfHeldKeyWaits(t *testing.T) {
 	for _, mode := range []natsstore.ExpiryMode{natsstore.ExpiryServer, natsstore.ExpiryObserved} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			a, b, _, js := twoStores(t, natsstore.Config{Expiry: mode, MaxTTL: 2 * ttl})
+			srv := natstest.Start(t)
+			var events eventLog
+			cfg := natsstore.Config{Expiry: mode, MaxTTL: 2 * ttl}
+			a := dial(t, srv.ClientURL(), cfg)
+			cfg.OnEvent = events.add
+			b := dial(t, srv.ClientURL(), cfg)
+			_, js := conn(t, srv.ClientURL())
 			held := mustAcquire(t, a, claim("job", "owner-a"))
 			got, err := b.Acquire(ctxT(t), claim("job", "owner-b"))
 			require.NoError(t, err)
@@ -40,6 +47,8 @@ func TestStreamPurgeOfHeldKeyWaits(t *testing.T) {
 			got, err = b.Acquire(ctxT(t), claim("job", "owner-b"))
 			require.NoError(t, err)
 			require.False(t, got.Acquired, "taken at once after a stream purge, while its holder may still act")
+			assert.Contains(t, events.all(), natsstore.Event(natsstore.KeyVanished{Bucket: b.Bucket(), Key: "job",
+				Revision: uint64(held.Token), Emptied: true}))
 
 			_, err = a.Renew(ctxT(t), held)
 			require.ErrorIs(t, err, lease.ErrLost)
