@@ -45,9 +45,28 @@ func epoch(now time.Time) uint64 {
 type bucketFacts struct {
 	apiLevel int    // JetStream API level: 1 or more since nats-server 2.11
 	domain   string // the JetStream domain of the server that answered
-	cfg      jetstream.StreamConfig
-	created  time.Time // the stream's creation time: a new one means re-created
-	lastSeq  uint64
+	// noMetadata: the connected server predates stream metadata (2.10) and
+	// drops it from the configuration it reports.
+	noMetadata bool
+	cfg        jetstream.StreamConfig
+	created    time.Time // the stream's creation time: a new one means re-created
+	state      jetstream.StreamState
+	lastSeq    uint64
+}
+
+// unreadable says why the stream's state is impossible, or returns "": a
+// server that misreads storage written by a newer one (nats-server 2.9
+// reading 2.10 or later, which write tombstones it does not know) reports
+// such states, and finds keys empty that are held.
+func (f bucketFacts) unreadable() string {
+	st := f.state
+	if st.FirstSeq > st.LastSeq+1 || st.Msgs > 0 && (st.FirstSeq > st.LastSeq || st.Msgs > st.LastSeq-st.FirstSeq+1) {
+		return fmt.Sprintf("the server reports an impossible state of its stream (first revision %d, last %d, %d "+
+			"messages): it cannot read the bucket's storage, which a newer nats-server probably wrote "+
+			"(nats-server does not support downgrades); keys would look empty while they are held", st.FirstSeq,
+			st.LastSeq, st.Msgs)
+	}
+	return ""
 }
 
 // readFacts reads the account's JetStream information and the bucket's
@@ -63,12 +82,13 @@ func readFacts(ctx context.Context, js jetstream.JetStream, name string) (bucket
 		return f, fmt.Errorf("natsstore: read JetStream account info: %w", err)
 	}
 	f.apiLevel, f.domain = info.API.Level, info.Domain
+	f.noMetadata = versionBefore(js.Conn().ConnectedServerVersion(), 2, 10)
 	stream, err := js.Stream(ctx, "KV_"+name)
 	if err != nil {
 		return f, err
 	}
 	si := stream.CachedInfo()
-	f.cfg, f.created, f.lastSeq = si.Config, si.Created, si.State.LastSeq
+	f.cfg, f.created, f.state, f.lastSeq = si.Config, si.Created, si.State, si.State.LastSeq
 	return f, nil
 }
 
@@ -114,6 +134,10 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 	}
 	st.facts = f
 	sc := f.cfg
+	if why := f.unreadable(); why != "" {
+		return st, fmt.Errorf("%w: %w: bucket %q: %s; run the server version that wrote it", ErrBucketConfig,
+			lease.ErrStoreConfig, name, why)
+	}
 	if problems := bucketProblems(sc); len(problems) > 0 {
 		return st, fmt.Errorf("%w: %w: bucket %q: %s; recreate it (natsstore creates a correct one when it is "+
 			"missing, see CreateBucket) or use another bucket", ErrBucketConfig, lease.ErrStoreConfig, name,
@@ -296,3 +320,13 @@ func bucketProblems(sc jetstream.StreamConfig) []string {
 }
 
 func joinProblems(problems []string) string { return strings.Join(problems, "; ") }
+
+// versionBefore reports whether v, a server version such as "2.9.10", is
+// before major.minor; it reports false for a version it cannot read.
+func versionBefore(v string, major, minor int) bool {
+	var maj, mnr int
+	if _, err := fmt.Sscanf(v, "%d.%d", &maj, &mnr); err != nil {
+		return false
+	}
+	return maj < major || maj == major && mnr < minor
+}

@@ -111,6 +111,10 @@ func (s *Store) check(ctx context.Context) error {
 				f.created.UTC().Format(time.RFC3339Nano), s.created.UTC().Format(time.RFC3339Nano)),
 			Fix: fixRestart})
 	}
+	if why := f.unreadable(); why != "" {
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: why,
+			Fix: "run the nats-server version that wrote the bucket again, then " + fixRestart})
+	}
 	if f.lastSeq < top {
 		return s.regressed("", top, f.lastSeq)
 	}
@@ -122,6 +126,10 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	maxTTL, recorded, err := recordedMaxTTL(s.bucket, f.cfg)
 	switch {
+	case !recorded && f.noMetadata:
+		// A server before 2.10 (one that replaced a newer server on the
+		// same store) does not report metadata: the bucket still records
+		// what the store read when it opened it.
 	case err != nil:
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: err.Error(), Fix: fixRestart})
 	case recorded != s.maxRecorded || recorded && maxTTL != s.maxTTL:
