@@ -370,10 +370,10 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 }
 
 // lost explains why l is not held any more, from the key's last message m.
-// A lease lost to something other than a new owner's write, or to a write
-// in a re-created bucket, is how a change of the bucket first shows: the
-// bucket is checked before the answer, so that a *BucketError, and not
-// ErrLost, reports a bucket the store must stop using.
+// A lost lease is often how a change of the bucket first shows to its owner
+// (a deleted and re-created bucket, a rolled-back server), so the bucket is
+// checked first: a *BucketError, not ErrLost, then reports a bucket the
+// store must stop using.
 func (s *Store) lost(ctx context.Context, deadline time.Time, l lease.Lease, m *jetstream.RawStreamMsg) error {
 	if err := s.checkSince(ctx, deadline, time.Now()); isBucketError(err) {
 		return fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w", l.ID, l.OwnerID, l.Term, l.Token, err)

@@ -95,3 +95,21 @@ func TestRecreatedByHandIsDetected(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	assert.Contains(t, []natsstore.Problem{natsstore.ProblemSequenceRegression, natsstore.ProblemBucketRecreated}, be.Problem)
 }
+
+// A bucket re-created without per-message TTLs refuses the holder's
+// renewal ("per-message TTL is disabled"): that is a configuration error,
+// not an unavailability to retry until the lease runs out.
+func TestTTLRefusedIsAConfigError(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	s := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "no_ttl_later"})
+	_, js := conn(t, srv.ClientURL())
+	held := mustAcquire(t, s, claim("job", "owner-a"))
+	require.NoError(t, js.DeleteKeyValue(ctxT(t), "no_ttl_later"))
+	_, err := js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "no_ttl_later", History: 1,
+		Storage: jetstream.FileStorage})
+	require.NoError(t, err)
+	_, err = s.Renew(ctxT(t), held)
+	require.ErrorIs(t, err, lease.ErrStoreConfig)
+	require.NotErrorIs(t, err, lease.ErrUnavailable)
+}
