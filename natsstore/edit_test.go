@@ -1,12 +1,15 @@
 package natsstore_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,13 +127,35 @@ func TestBucketRevalidatedAfterReconnect(t *testing.T) {
 func TestCreatedBucketIsReported(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	var events eventLog
-	dial(t, srv.ClientURL(), natsstore.Config{Bucket: "made", Replicas: 1, OnEvent: events.add})
+	var (
+		events eventLog
+		logs   bytes.Buffer
+	)
+	dial(t, srv.ClientURL(), natsstore.Config{Bucket: "made", Replicas: 1, OnEvent: events.add,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.Contains(t, events.all(), natsstore.Event(natsstore.BucketCreated{Bucket: "made", Replicas: 1}))
+	assert.Contains(t, logs.String(), `level=WARN msg="natsstore: created the missing bucket;`)
+	assert.Contains(t, logs.String(), `domain=(default) account=$G`)
 	var again eventLog
 	dial(t, srv.ClientURL(), natsstore.Config{Bucket: "made", OnEvent: again.add})
 	for _, ev := range again.all() {
 		_, created := ev.(natsstore.BucketCreated)
 		require.False(t, created, "binding to an existing bucket is not a creation")
 	}
+}
+
+// An instance that omits the JetStream domain talks to the domain of the
+// server it reaches (a leaf node's): the bucket it creates there is
+// reported with that domain, which the bucket also records.
+func TestCreatedBucketNamesItsDomain(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t, natstest.WithOptions(func(o *server.Options) { o.JetStreamDomain = "leaf" }))
+	var events eventLog
+	dial(t, srv.ClientURL(), natsstore.Config{OnEvent: events.add})
+	require.Contains(t, events.all(), natsstore.Event(natsstore.BucketCreated{Bucket: natsstore.DefaultBucket,
+		Domain: "leaf", Replicas: 1}))
+	_, js := conn(t, srv.ClientURL())
+	str, err := js.Stream(ctxT(t), "KV_"+natsstore.DefaultBucket)
+	require.NoError(t, err)
+	assert.Equal(t, "leaf", str.CachedInfo().Config.Metadata["aster.domain"])
 }
