@@ -132,7 +132,7 @@ func (s *Store) check(ctx context.Context) error {
 		// what the store read when it opened it.
 	case err != nil:
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: err.Error(), Fix: fixRestart})
-	case recorded != s.maxRecorded || recorded && maxTTL != s.maxTTL:
+	case recorded && maxTTL != s.maxTTL, !recorded && s.maxRecorded:
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,
 			Detail: fmt.Sprintf("its maximum lease TTL (metadata %s) changed from %q to %q: contenders may now wait "+
 				"less than a holder's TTL", metaMaxTTL, s.maxRecordedText(), f.cfg.Metadata[metaMaxTTL]),

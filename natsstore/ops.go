@@ -66,7 +66,6 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL),
 		Acquired: time.Now().UnixMilli(), Meta: c.Meta}
-	what := "acquire " + c.LeaseID
 	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
 	refused := false                 // the last write was refused: the key was not at expect
@@ -87,24 +86,24 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 				// there means it did, and its revision is the token.
 				m, rerr := s.read(ctx, deadline, c.LeaseID)
 				if rerr != nil {
-					return lease.Acquisition{}, s.failOp(ctx, deadline, what, worse(err, rerr))
+					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
 				}
 				if r, ok := heldRecord(m); ok && r.Term == c.Term && r.Nonce == rec.Nonce {
 					if err := s.landed(c.LeaseID, m.Sequence, before); err != nil {
-						return lease.Acquisition{}, s.failOp(ctx, deadline, what, err)
+						return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 					}
 					s.keys.put(c.LeaseID, heldState(m.Sequence, rec))
 					return acquired(c, m.Sequence), nil
 				}
 				last, refused = orNotFound(m), false
 			default:
-				return lease.Acquisition{}, s.failOp(ctx, deadline, what, err)
+				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
 		}
 		if last == nil {
 			m, err := s.read(ctx, deadline, c.LeaseID)
 			if err != nil {
-				return lease.Acquisition{}, s.failOp(ctx, deadline, what, err)
+				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
 			last = orNotFound(m)
 		}
@@ -117,14 +116,14 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 			// check against writes not yet applied), or a stream that cannot
 			// take writes. Give the first time to land.
 			if err := pause(ctx, attempt); err != nil {
-				return lease.Acquisition{}, s.failOp(ctx, deadline, what, err)
+				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
 		} else if refused {
 			moved = true
 		}
 		expect, write, last, refused = v.rev, true, nil, false
 	}
-	return lease.Acquisition{}, gaveUp(what, moved, expect)
+	return lease.Acquisition{}, gaveUp("acquire "+c.LeaseID, moved, expect)
 }
 
 // gaveUp explains a call that used up its attempts. When every refused
@@ -145,7 +144,11 @@ func gaveUp(what string, moved bool, rev uint64) error {
 // pause waits a little before attempt+1 writes again at a revision whose
 // write was refused while the key stayed unchanged: long enough for a write
 // in flight to land (about a replication round trip), short next to a TTL.
+// After the last attempt it does not wait.
 func pause(ctx context.Context, attempt int) error {
+	if attempt >= maxAttempts-1 {
+		return nil
+	}
 	t := time.NewTimer(time.Millisecond << attempt)
 	defer t.Stop()
 	select {
@@ -249,7 +252,6 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 		return l, err
 	}
 
-	what := "renew " + l.ID
 	rec := record{Kind: kindHeld, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token), TTL: ttlMillis(l.TTL), Meta: l.Meta}
 	expect, acquiredAt, err := s.precheck(ctx, deadline, "renew", l)
 	if err != nil {
@@ -269,11 +271,11 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 			return l, nil
 		case conflict:
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return l, s.failOp(ctx, deadline, what, err)
+				return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
 			}
 			if m.Sequence == expect {
 				if err := pause(ctx, attempt); err != nil {
-					return l, s.failOp(ctx, deadline, what, err)
+					return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
 				}
 			} else {
 				moved = true
@@ -281,28 +283,28 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 		case unknown:
 			rerr := err
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return l, s.failOp(ctx, deadline, what, worse(rerr, err))
+				return l, s.failOp(ctx, deadline, "renew "+l.ID, worse(rerr, err))
 			}
 			if r, ok := heldRecord(m); ok && r.Term == l.Term && r.Nonce == rec.Nonce {
 				if err := s.landed(l.ID, m.Sequence, before); err != nil {
-					return l, s.failOp(ctx, deadline, what, err)
+					return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
 				}
 				s.keys.put(l.ID, heldState(m.Sequence, rec))
 				l.Revision = m.Sequence
 				return l, nil
 			}
 			if m != nil && m.Sequence == expect {
-				return l, s.failOp(ctx, deadline, what, fmt.Errorf("the renewal did not land (yet): %w", rerr))
+				return l, s.failOp(ctx, deadline, "renew "+l.ID, fmt.Errorf("the renewal did not land (yet): %w", rerr))
 			}
 		default:
-			return l, s.failOp(ctx, deadline, what, err)
+			return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
 		}
 		if !ours(m, l) {
 			return l, s.lost(ctx, deadline, l, m)
 		}
 		expect = m.Sequence
 	}
-	return l, gaveUp(what, moved, expect)
+	return l, gaveUp("renew "+l.ID, moved, expect)
 }
 
 // Release implements lease.Store: a delete marker written at l.Revision,
@@ -317,7 +319,6 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 		return err
 	}
 
-	what := "release " + l.ID
 	rec := record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)}
 	expect, acquiredAt, err := s.precheck(ctx, deadline, "release", l)
 	if err != nil {
@@ -335,11 +336,11 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 			return nil
 		case conflict:
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return s.failOp(ctx, deadline, what, err)
+				return s.failOp(ctx, deadline, "release "+l.ID, err)
 			}
 			if m.Sequence == expect {
 				if err := pause(ctx, attempt); err != nil {
-					return s.failOp(ctx, deadline, what, err)
+					return s.failOp(ctx, deadline, "release "+l.ID, err)
 				}
 			} else {
 				moved = true
@@ -347,7 +348,7 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 		case unknown:
 			rerr := err
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return s.failOp(ctx, deadline, what, worse(rerr, err))
+				return s.failOp(ctx, deadline, "release "+l.ID, worse(rerr, err))
 			}
 			if m != nil && m.Header.Get(hdrOperation) == opDelete {
 				if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased && r.Term == l.Term && r.Nonce == rec.Nonce {
@@ -356,17 +357,17 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 				}
 			}
 			if m != nil && m.Sequence == expect {
-				return s.failOp(ctx, deadline, what, fmt.Errorf("the release did not land (yet): %w", rerr))
+				return s.failOp(ctx, deadline, "release "+l.ID, fmt.Errorf("the release did not land (yet): %w", rerr))
 			}
 		default:
-			return s.failOp(ctx, deadline, what, err)
+			return s.failOp(ctx, deadline, "release "+l.ID, err)
 		}
 		if !ours(m, l) {
 			return s.lost(ctx, deadline, l, m)
 		}
 		expect = m.Sequence
 	}
-	return gaveUp(what, moved, expect)
+	return gaveUp("release "+l.ID, moved, expect)
 }
 
 // lost explains why l is not held any more, from the key's last message m.

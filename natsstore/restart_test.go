@@ -155,6 +155,7 @@ func TestClusterLeaderRestart(t *testing.T) {
 	})
 	assert.Equal(t, l.Token, renewed.Token)
 	assert.Greater(t, renewed.Revision, l.Revision)
+	require.NoError(t, s.Check(ctxT(t)), "a new stream leader is the same bucket")
 }
 
 // A stream leader cut off from its followers refuses every write after one
