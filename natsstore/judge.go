@@ -104,11 +104,14 @@ func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m 
 // release or expiry ran out, or when a stream purge removed whatever was
 // there, leaving no trace: a held value's holder may then act until its TTL
 // runs out. So an empty subject is free at once only if this store knows
-// nothing of the key or last saw it free; where it saw anything else, the
-// key vanished, and is free once the bucket's maximum lease TTL has passed.
+// nothing of the key, last saw it free, or saw it so long ago that the
+// key's own expiry explains the emptiness as well as a purge does (server
+// mode: the value's TTL and its expiry marker's have both run out since);
+// otherwise the key vanished, and is free once the bucket's maximum lease
+// TTL has passed.
 func (s *Store) judgeEmpty(key string) verdict {
 	prev, known := s.keys.get(key)
-	if !known || prev.free {
+	if !known || prev.free || !prev.gone && s.stale(prev) {
 		s.keys.put(key, keyState{free: true})
 		return verdict{free: true}
 	}
@@ -120,6 +123,18 @@ func (s *Store) judgeEmpty(key string) verdict {
 		s.vanished(key, prev.rev, true)
 	}
 	return verdict{}
+}
+
+// stale reports whether a sighting of a key is too old to tell a purge from
+// the key's own expiry: in server mode, once the TTL of the value seen (if
+// any) and the bucket's marker TTL have passed since, the server would have
+// emptied the subject by itself had nobody written the key again. Without
+// per-message TTLs nothing expires, and no sighting is stale.
+func (s *Store) stale(st keyState) bool {
+	if s.Expiry() != ExpiryServer {
+		return false
+	}
+	return s.keys.now().Sub(st.seen) > roundUpSecond(st.ttl)+s.markerTTL+serverExpiryGrace
 }
 
 // vanished reports a key that disappeared without a release, and has the

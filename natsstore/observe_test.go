@@ -125,3 +125,36 @@ func TestNoteOncePerRevision(t *testing.T) {
 	c.put("k", keyState{rev: 4})
 	assert.True(t, c.note("k", 4, notedCorrupt))
 }
+
+// An empty subject, in virtual time: free at once for a key never seen;
+// vanished (free after the bucket's maximum TTL) where a value was seen; and
+// free again when the sighting is so old that the key's own expiry explains
+// the emptiness (server mode only: without per-message TTLs nothing
+// expires).
+func TestJudgeEmptySubject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Store{bucket: "b", keys: newKeyCache(time.Now), log: Config{}.logger(), pokes: make(chan struct{}, 1),
+			maxTTL: 2 * time.Minute, markerTTL: time.Minute}
+		s.mode.Store(uint32(ExpiryServer))
+		held := keyState{rev: 5, owner: "a", term: "t", ttl: 10 * time.Second, token: 5}
+
+		assert.True(t, s.judgeEmpty("new").free, "never seen")
+
+		s.keys.put("purged", held)
+		time.Sleep(time.Second)
+		assert.False(t, s.judgeEmpty("purged").free, "seen held a second ago")
+		time.Sleep(2*time.Minute - time.Second)
+		assert.False(t, s.judgeEmpty("purged").free, "the wait counts from when the emptiness was seen")
+		time.Sleep(time.Second)
+		assert.True(t, s.judgeEmpty("purged").free, "the bucket's maximum TTL after")
+
+		s.keys.put("old", held)
+		time.Sleep(10*time.Second + time.Minute + serverExpiryGrace + time.Second)
+		assert.True(t, s.judgeEmpty("old").free, "its own expiry and marker explain it")
+
+		s.mode.Store(uint32(ExpiryObserved))
+		s.keys.put("observed", held)
+		time.Sleep(time.Hour)
+		assert.False(t, s.judgeEmpty("observed").free, "nothing expires in observed mode")
+	})
+}
