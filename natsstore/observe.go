@@ -163,13 +163,6 @@ func (c *keyCache) note(key string, rev uint64, n notes) bool {
 	return true
 }
 
-// forget drops what is known about key.
-func (c *keyCache) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
-}
-
 // len reports the number of keys remembered, for tests.
 func (c *keyCache) len() int {
 	c.mu.Lock()
