@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT   ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS        ?= ./...
 
-.PHONY: run test lint cover bench bench-report chaos tidy
+.PHONY: run test lint cover bench bench-report chaos conformance tidy
 
 ## run: the main demo (embedded NATS, three instances, kill/pause/stop the leader); exits by itself.
 ##      Flags go in ARGS, e.g. make run ARGS="-ttl 3s -instances 4", or ARGS=-help.
@@ -104,6 +104,23 @@ define bench_prof
 	@$(GO) tool pprof -top -nodecount=30 -sample_index=alloc_space $(BENCH_DIR)/prof/$(1).test \
 		$(BENCH_DIR)/prof/$(1).mem.pprof > $(BENCH_DIR)/prof/$(1).mem.top.txt 2>/dev/null
 endef
+
+## conformance: certify your own NATS deployment: the lease.Store conformance suite (both expiry modes)
+##      and a crash-takeover check, against the server at NATS_URL, each in a bucket of its own that it
+##      deletes afterwards (the user needs permission to create and delete streams). Optional:
+##      NATS_CREDS (a .creds file) or NATS_USER and NATS_PASSWORD, NATS_CA (TLS root CA), NATS_DOMAIN.
+##      make conformance NATS_URL=nats://nats-1:4222 NATS_CREDS=/etc/aster/admin.creds
+NATS_URL      ?=
+NATS_CREDS    ?=
+NATS_USER     ?=
+NATS_PASSWORD ?=
+NATS_CA       ?=
+NATS_DOMAIN   ?=
+conformance:
+	@if [ -z "$(NATS_URL)" ]; then echo "conformance: set NATS_URL, e.g. make conformance NATS_URL=nats://127.0.0.1:4222"; exit 2; fi
+	$(GO) test -race -count=1 -v -timeout 10m -run '^(TestConformanceSingleNode|TestConformanceObservedExpiry|TestCrashTakeover)$$' \
+		./natsstore -args -nats.url='$(NATS_URL)' -nats.creds='$(NATS_CREDS)' -nats.user='$(NATS_USER)' \
+		-nats.password='$(NATS_PASSWORD)' -nats.ca='$(NATS_CA)' -nats.domain='$(NATS_DOMAIN)'
 
 ## chaos: the full fault-injection suite (module chaos/); regenerates docs/reliability.md
 chaos:

@@ -6,16 +6,105 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/lease"
 )
+
+// Metadata the store records in a bucket it creates (nats-server 2.10 and
+// later keep stream metadata; older servers drop it).
+const (
+	// metaMaxTTL is the bucket's maximum lease TTL, as a Go duration.
+	metaMaxTTL = "aster.max_ttl"
+	// metaDomain is the JetStream domain the bucket was created in, for
+	// operators.
+	metaDomain = "aster.domain"
+)
+
+// minEpoch is the smallest first revision that counts as drawn from the
+// clock: 2020-01-01 in microseconds since 1970. A bucket the store creates
+// starts at the current time in microseconds (see epoch).
+const minEpoch = 1_577_836_800_000_000
+
+// epoch returns the first revision of a bucket created at now: microseconds
+// since 1970. A bucket created later starts above every revision an earlier
+// bucket of the same name issued, as long as that bucket took fewer than one
+// write per microsecond on average (a stream takes far fewer: every write
+// goes through its leader, at tens of microseconds each) and the creators'
+// clocks differ by less than the slack that leaves (see docs/guarantees.md).
+func epoch(now time.Time) uint64 {
+	if us := now.UnixMicro(); us > 0 {
+		return uint64(us)
+	}
+	return 1
+}
+
+// bucketFacts is what a store reads about its bucket and the server.
+type bucketFacts struct {
+	apiLevel int    // JetStream API level: 1 or more since nats-server 2.11
+	domain   string // the JetStream domain of the server that answered
+	// noMetadata: the connected server predates stream metadata (2.10) and
+	// drops it from the configuration it reports.
+	noMetadata bool
+	cfg        jetstream.StreamConfig
+	created    time.Time // the stream's creation time: a new one means re-created
+	state      jetstream.StreamState
+	lastSeq    uint64
+}
+
+// unreadable says why the stream's state is impossible, or returns "": a
+// server that misreads storage written by a newer one (nats-server 2.9
+// reading 2.10 or later, which write tombstones it does not know) reports
+// such states, and finds keys empty that are held.
+func (f bucketFacts) unreadable() string {
+	st := f.state
+	if st.FirstSeq > st.LastSeq+1 || st.Msgs > 0 && (st.FirstSeq > st.LastSeq || st.Msgs > st.LastSeq-st.FirstSeq+1) {
+		return fmt.Sprintf("the server reports an impossible state of its stream (first revision %d, last %d, %d "+
+			"messages): it cannot read the bucket's storage, which a newer nats-server probably wrote "+
+			"(nats-server does not support downgrades); keys would look empty while they are held", st.FirstSeq,
+			st.LastSeq, st.Msgs)
+	}
+	return ""
+}
+
+// readFacts reads the account's JetStream information and the bucket's
+// stream. A missing stream gives an error matching
+// jetstream.ErrStreamNotFound, with the account's facts filled in.
+func readFacts(ctx context.Context, js jetstream.JetStream, name string) (bucketFacts, error) {
+	var f bucketFacts
+	info, err := js.AccountInfo(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return f, fmt.Errorf("natsstore: JetStream is not enabled for this account on the server: %w", err)
+		}
+		return f, fmt.Errorf("natsstore: read JetStream account info: %w", err)
+	}
+	f.apiLevel, f.domain = info.API.Level, info.Domain
+	f.noMetadata = versionBefore(js.Conn().ConnectedServerVersion(), 2, 10)
+	stream, err := js.Stream(ctx, "KV_"+name)
+	if err != nil {
+		return f, err
+	}
+	si := stream.CachedInfo()
+	f.cfg, f.created, f.state, f.lastSeq = si.Config, si.Created, si.State, si.State.LastSeq
+	return f, nil
+}
 
 // bucketState is what opening a bucket decided.
 type bucketState struct {
-	mode      ExpiryMode // ExpiryServer or ExpiryObserved
-	markerTTL int64      // seconds; the TTL of release markers in server mode
-	kv        jetstream.KeyValue
-	replicas  int
+	mode        ExpiryMode // ExpiryServer or ExpiryObserved
+	markerTTL   int64      // seconds; the TTL of release markers in server mode
+	kv          jetstream.KeyValue
+	replicas    int
+	facts       bucketFacts
+	created     bool          // this store created the bucket
+	maxTTL      time.Duration // the bucket's maximum lease TTL
+	maxRecorded bool          // the bucket records maxTTL
+	claimMax    time.Duration // the longest TTL this store accepts
+	fallback    string        // why the store judges expiry by observation, if not configured to
+	degraded    []string      // what guarantees are weaker with this bucket, and how to fix it
 }
 
 // openBucket binds to the bucket, creating it when it is missing (unless
@@ -23,53 +112,36 @@ type bucketState struct {
 // bucket.
 func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (bucketState, error) {
 	var st bucketState
-	info, err := js.AccountInfo(ctx)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return st, fmt.Errorf("natsstore: JetStream is not enabled for this account on the server: %w", err)
-		}
-		return st, fmt.Errorf("natsstore: read JetStream account info: %w", err)
-	}
-	// API level 1 came with nats-server 2.11 and per-message TTLs.
-	serverTTL := info.API.Level >= 1
-
 	name := cfg.bucket()
-	stream, err := js.Stream(ctx, "KV_"+name)
+	f, err := readFacts(ctx, js, name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.NoCreate:
-		return st, fmt.Errorf("%w: %q (Config.NoCreate is set)", ErrNoBucket, name)
+		return st, fmt.Errorf("%w: %w: %q (Config.NoCreate is set; is the account, the JetStream domain or the "+
+			"bucket name wrong?)", ErrNoBucket, lease.ErrStoreConfig, name)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		kcfg := jetstream.KeyValueConfig{
-			Bucket:      name,
-			Description: "Aster leases",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.replicas(),
-			MaxBytes:    cfg.MaxBytes,
-		}
-		if serverTTL && cfg.Expiry != ExpiryObserved {
-			kcfg.LimitMarkerTTL = cfg.markerTTL()
-		}
-		_, err = js.CreateKeyValue(ctx, kcfg)
-		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		err = createBucket(ctx, js, cfg, f)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return st, fmt.Errorf("natsstore: create bucket %q: %w", name, err)
 		}
-		if err == nil {
-			log.Info("natsstore: created bucket", "bucket", name, "replicas", kcfg.Replicas,
-				"limit_marker_ttl", kcfg.LimitMarkerTTL)
-		}
+		st.created = err == nil
 		// Created, by us or by a contender at the same moment: bind to it
 		// and check it like any existing bucket.
-		if stream, err = js.Stream(ctx, "KV_"+name); err != nil {
+		if f, err = readFacts(ctx, js, name); err != nil {
 			return st, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
 		}
 	case err != nil:
 		return st, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
 	}
-
-	sc := stream.CachedInfo().Config
-	if err := checkBucket(name, sc); err != nil {
-		return st, err
+	st.facts = f
+	sc := f.cfg
+	if why := f.unreadable(); why != "" {
+		return st, fmt.Errorf("%w: %w: bucket %q: %s; run the server version that wrote it", ErrBucketConfig,
+			lease.ErrStoreConfig, name, why)
+	}
+	if problems := bucketProblems(sc); len(problems) > 0 {
+		return st, fmt.Errorf("%w: %w: bucket %q: %s; recreate it (natsstore creates a correct one when it is "+
+			"missing, see CreateBucket) or use another bucket", ErrBucketConfig, lease.ErrStoreConfig, name,
+			joinProblems(problems))
 	}
 	st.replicas = sc.Replicas
 	if cfg.Replicas != 0 && cfg.Replicas != sc.Replicas {
@@ -77,24 +149,44 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 			"bucket", name, "replicas", sc.Replicas, "configured", cfg.Replicas)
 	}
 
-	ttlReady := serverTTL && sc.AllowMsgTTL && sc.SubjectDeleteMarkerTTL > 0
+	maxTTL, recorded, err := recordedMaxTTL(name, sc)
 	switch {
+	case err != nil:
+		return st, err
+	case !recorded:
+		st.maxTTL = cfg.maxTTL()
+		st.degraded = append(st.degraded, fmt.Sprintf("the bucket records no maximum lease TTL (stream metadata %s); "+
+			"assuming Config.MaxTTL, %v: every instance that uses the bucket must set the same (a contender waits "+
+			"that long for a key deleted or purged by hand, and refuses longer TTLs); a bucket natsstore creates on "+
+			"nats-server 2.10 or later records it", metaMaxTTL, st.maxTTL))
+	case cfg.MaxTTL > 0 && roundUpSecond(cfg.MaxTTL) > maxTTL:
+		return st, fmt.Errorf("%w: %w: bucket %q allows lease TTLs up to %v (metadata %s), less than Config.MaxTTL %v: "+
+			"lower Config.MaxTTL, or create a new bucket with the larger maximum", ErrBucketConfig, lease.ErrStoreConfig,
+			name, maxTTL, metaMaxTTL, cfg.MaxTTL)
+	default:
+		st.maxTTL, st.maxRecorded = maxTTL, true
+	}
+	st.claimMax = st.maxTTL
+	if cfg.MaxTTL > 0 {
+		st.claimMax = min(st.claimMax, roundUpSecond(cfg.MaxTTL))
+	}
+	if sc.FirstSeq < minEpoch {
+		st.degraded = append(st.degraded, "the bucket's revisions did not start at a value drawn from the clock: "+
+			"if it is deleted and created again by hand (or on a server before 2.10), fencing tokens restart at 1, "+
+			"and only the instances running at that moment notice; create it with natsstore (Dial, or CreateBucket) "+
+			"on nats-server 2.10 or later")
+	}
+
+	switch why := ttlMissing(f); {
 	case cfg.Expiry == ExpiryObserved:
 		st.mode = ExpiryObserved
-	case ttlReady:
+	case why == "":
 		st.mode = ExpiryServer
+	case cfg.Expiry == ExpiryServer:
+		return st, fmt.Errorf("%w: %w: %s, and Config.Expiry is ExpiryServer; recreate the bucket with "+
+			"LimitMarkerTTL on nats-server 2.11 or later, or use ExpiryAuto", ErrBucketConfig, lease.ErrStoreConfig, why)
 	default:
-		why := fmt.Sprintf("bucket %q has no LimitMarkerTTL (per-message TTLs are not enabled)", name)
-		if !serverTTL {
-			why = fmt.Sprintf("the server (JetStream API level %d) predates per-message TTLs (nats-server 2.11)", info.API.Level)
-		}
-		if cfg.Expiry == ExpiryServer {
-			return st, fmt.Errorf("%w: %s, and Config.Expiry is ExpiryServer; "+
-				"recreate the bucket with LimitMarkerTTL on nats-server 2.11 or later, or use ExpiryAuto", ErrBucketConfig, why)
-		}
-		st.mode = ExpiryObserved
-		log.Warn("natsstore: "+why+"; expiry is judged by contenders watching for an unchanged revision "+
-			"for a lease's TTL, and watchers do not see expiries", "bucket", name)
+		st.mode, st.fallback = ExpiryObserved, why
 	}
 	st.markerTTL = int64(cfg.markerTTL().Seconds())
 	if sc.SubjectDeleteMarkerTTL > 0 {
@@ -106,17 +198,108 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 	return st, nil
 }
 
-// checkBucket refuses stream configurations under which leases are unsafe.
-// Each reason says what goes wrong and how to fix it.
-func checkBucket(name string, sc jetstream.StreamConfig) error {
+// ttlMissing says why the server or the bucket cannot expire per-message
+// TTLs, or returns "" when they can.
+func ttlMissing(f bucketFacts) string {
+	switch {
+	case f.apiLevel < 1:
+		// API level 1 came with nats-server 2.11 and per-message TTLs.
+		return fmt.Sprintf("the server (JetStream API level %d) predates per-message TTLs (nats-server 2.11)", f.apiLevel)
+	case !f.cfg.AllowMsgTTL || f.cfg.SubjectDeleteMarkerTTL <= 0:
+		return fmt.Sprintf("bucket %q has no LimitMarkerTTL (per-message TTLs are not enabled)",
+			strings.TrimPrefix(f.cfg.Name, "KV_"))
+	}
+	return ""
+}
+
+// recordedMaxTTL returns the maximum lease TTL the bucket records, and
+// whether it records one.
+func recordedMaxTTL(name string, sc jetstream.StreamConfig) (time.Duration, bool, error) {
+	v, ok := sc.Metadata[metaMaxTTL]
+	if !ok {
+		return 0, false, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < minTTL {
+		return 0, true, fmt.Errorf("%w: %w: bucket %q: its metadata %s is %q, not a duration of at least %v: "+
+			"set it to the longest lease TTL in use (nats stream edit KV_%s --metadata %s=2m0s)", ErrBucketConfig,
+			lease.ErrStoreConfig, name, metaMaxTTL, v, minTTL, name, metaMaxTTL)
+	}
+	return roundUpSecond(d), true, nil
+}
+
+// CreateBucket creates the bucket cfg describes, as Dial, NewConn and New
+// create a missing one: History 1, file storage, cfg.Replicas replicas, no
+// bucket TTL, LimitMarkerTTL (per-message TTLs) unless cfg.Expiry is
+// ExpiryObserved or the server predates 2.11, cfg.MaxTTL recorded in the
+// stream's metadata, and a first revision drawn from the clock, so that a
+// bucket deleted and created again never issues fencing tokens below the old
+// one's. Run it from an administrator's tool, so that services can run with
+// Config.NoCreate and without permission to create streams. It fails with an
+// error matching jetstream.ErrStreamNameAlreadyInUse when the bucket exists,
+// and never changes an existing bucket.
+func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	if js == nil {
+		return &lease.FieldError{Field: "js", Reason: "must not be nil"}
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	info, err := js.AccountInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("natsstore: read JetStream account info: %w", err)
+	}
+	return createBucket(ctx, js, cfg, bucketFacts{apiLevel: info.API.Level, domain: info.Domain})
+}
+
+// createBucket creates cfg's bucket on the server f describes.
+func createBucket(ctx context.Context, js jetstream.JetStream, cfg Config, f bucketFacts) error {
+	name := cfg.bucket()
+	sc := jetstream.StreamConfig{
+		Name:              "KV_" + name,
+		Description:       "Aster leases",
+		Subjects:          []string{"$KV." + name + ".>"},
+		MaxMsgsPerSubject: 1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgSize:        -1,
+		MaxConsumers:      -1,
+		Storage:           jetstream.FileStorage,
+		Replicas:          cfg.replicas(),
+		Discard:           jetstream.DiscardNew,
+		Duplicates:        2 * time.Minute,
+		AllowRollup:       true,
+		DenyDelete:        true,
+		AllowDirect:       true,
+		FirstSeq:          epoch(time.Now()),
+		Metadata:          map[string]string{metaMaxTTL: cfg.maxTTL().String()},
+	}
+	if cfg.MaxBytes > 0 {
+		sc.MaxBytes = cfg.MaxBytes
+	}
+	if f.domain != "" {
+		sc.Metadata[metaDomain] = f.domain
+	}
+	if f.apiLevel >= 1 && cfg.Expiry != ExpiryObserved {
+		sc.AllowMsgTTL = true
+		sc.SubjectDeleteMarkerTTL = cfg.markerTTL()
+	}
+	_, err := js.CreateStream(ctx, sc)
+	return err
+}
+
+// bucketProblems lists what makes a stream configuration unsafe for leases;
+// each problem says what goes wrong.
+func bucketProblems(sc jetstream.StreamConfig) []string {
 	var problems []string
 	if sc.MaxMsgsPerSubject != 1 {
 		problems = append(problems, fmt.Sprintf("History is %d, not 1: older revisions outlive a release, "+
 			"and the server raises per-key TTLs to LimitMarkerTTL", sc.MaxMsgsPerSubject))
 	}
 	if sc.MaxAge > 0 {
-		problems = append(problems, fmt.Sprintf("the bucket has a TTL (%v): it removes every key that long after "+
-			"its last write, whatever the lease's own TTL; leases carry their own TTL, the bucket must have none", sc.MaxAge))
+		problems = append(problems, fmt.Sprintf("the bucket has a TTL (MaxAge %v): it removes every key that long after "+
+			"its last write, whatever the lease's own TTL, with a marker that looks like an expiry; leases carry their own "+
+			"TTL, the bucket must have none", sc.MaxAge))
 	}
 	if sc.Storage == jetstream.MemoryStorage {
 		problems = append(problems, "memory storage: a server restart loses every lease and restarts revisions, "+
@@ -136,9 +319,17 @@ func checkBucket(name string, sc jetstream.StreamConfig) error {
 	if sc.Sealed {
 		problems = append(problems, "the bucket is sealed, which cannot be written")
 	}
-	if len(problems) == 0 {
-		return nil
+	return problems
+}
+
+func joinProblems(problems []string) string { return strings.Join(problems, "; ") }
+
+// versionBefore reports whether v, a server version such as "2.9.10", is
+// before major.minor; it reports false for a version it cannot read.
+func versionBefore(v string, major, minor int) bool {
+	var maj, mnr int
+	if _, err := fmt.Sscanf(v, "%d.%d", &maj, &mnr); err != nil {
+		return false
 	}
-	return fmt.Errorf("%w: bucket %q: %s; recreate it (natsstore creates a correct one when it is missing) "+
-		"or use another bucket", ErrBucketConfig, name, strings.Join(problems, "; "))
+	return maj < major || maj == major && mnr < minor
 }

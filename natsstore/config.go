@@ -32,6 +32,9 @@ const (
 	// Dial to make its first connection when DialOptions.RetryConnect is
 	// set: the pause starts at ReconnectWait and doubles up to it.
 	DefaultRetryConnectCap = 5 * time.Second
+	// DefaultMaxTTL is the longest lease TTL of a bucket the store
+	// creates, and the one it assumes for a bucket that records none.
+	DefaultMaxTTL = 2 * time.Minute
 )
 
 // ExpiryMode says who decides that a lease has expired.
@@ -89,6 +92,17 @@ type Config struct {
 
 	// Expiry says who judges expiry; the zero value detects it.
 	Expiry ExpiryMode
+
+	// MaxTTL is the longest lease TTL the bucket allows, rounded up to
+	// whole seconds. A store that creates the bucket records it in the
+	// bucket (stream metadata); every store refuses longer TTLs, and takes a
+	// key that vanished without a release (deleted or purged by hand) only
+	// this long after it saw it vanish, since the key's holder may act
+	// until its TTL runs out. Set it where the bucket is created; a store
+	// that binds to a bucket uses the bucket's value, and refuses to open
+	// with a larger MaxTTL. 0 means the bucket's value, or DefaultMaxTTL for
+	// a bucket the store creates or one that records none.
+	MaxTTL time.Duration
 
 	// Timeout bounds every operation whose context has no deadline. 0
 	// means DefaultTimeout.
@@ -219,6 +233,14 @@ func (c Config) markerTTL() time.Duration {
 	return roundUpSecond(c.MarkerTTL)
 }
 
+// maxTTL returns the MaxTTL of a bucket the store creates.
+func (c Config) maxTTL() time.Duration {
+	if c.MaxTTL == 0 {
+		return DefaultMaxTTL
+	}
+	return roundUpSecond(c.MaxTTL)
+}
+
 func (c Config) timeout() time.Duration {
 	if c.Timeout <= 0 {
 		return DefaultTimeout
@@ -252,6 +274,8 @@ func (c Config) validate() error {
 		return bad("Replicas", "must be between 1 and 5, got %d", c.Replicas)
 	case c.MarkerTTL < 0:
 		return bad("MarkerTTL", "must not be negative, got %v", c.MarkerTTL)
+	case c.MaxTTL < 0 || c.MaxTTL > 0 && c.MaxTTL < minTTL:
+		return bad("MaxTTL", "must be 0 (the bucket's) or at least %v, got %v", minTTL, c.MaxTTL)
 	case c.Expiry > ExpiryObserved:
 		return bad("Expiry", "unknown mode %d", c.Expiry)
 	case c.Timeout < 0:

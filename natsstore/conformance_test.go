@@ -11,18 +11,24 @@ import (
 
 // The conformance suite runs against a single server and a 3-node cluster
 // in both expiry modes. The runs are independent and run in parallel: most
-// of their time is spent waiting for TTLs.
+// of their time is spent waiting for TTLs. With -nats.url (make conformance
+// NATS_URL=...), the single-server runs use that server instead, in
+// whatever expiry mode it supports.
 
 func TestConformanceSingleNode(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	leasetest.Run(t, func(t *testing.T) lease.Store {
-		s := dial(t, srv.ClientURL(), natsstore.Config{})
-		if s.Expiry() != natsstore.ExpiryServer {
-			t.Fatalf("expiry mode %v, want server", s.Expiry())
-		}
-		return s
-	})
+	tg := serverUnderTest(t)
+	cfg := tg.config(t, natsstore.Config{})
+	probe := tg.store(t, cfg)
+	var opts []leasetest.Option
+	switch {
+	case !tg.external && probe.Expiry() != natsstore.ExpiryServer:
+		t.Fatalf("expiry mode %v, want server", probe.Expiry())
+	case probe.Expiry() == natsstore.ExpiryObserved:
+		t.Logf("the server or the bucket has no per-message TTLs: expiry is observed")
+		opts = append(opts, leasetest.WithoutExpiryEvents())
+	}
+	leasetest.Run(t, func(t *testing.T) lease.Store { return tg.store(t, cfg) }, opts...)
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -35,9 +41,10 @@ func TestConformanceCluster(t *testing.T) {
 
 func TestConformanceObservedExpiry(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	tg := serverUnderTest(t)
+	cfg := tg.config(t, natsstore.Config{Bucket: "legacy", Expiry: natsstore.ExpiryObserved})
 	leasetest.Run(t, func(t *testing.T) lease.Store {
-		s := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "legacy", Expiry: natsstore.ExpiryObserved})
+		s := tg.store(t, cfg)
 		if s.Expiry() != natsstore.ExpiryObserved {
 			t.Fatalf("expiry mode %v, want observed", s.Expiry())
 		}

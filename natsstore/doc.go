@@ -8,11 +8,17 @@
 // a connection or a JetStream context the caller already has. All of them
 // bind to Config.Bucket (default "aster_leases"), creating it when it is
 // missing with the configuration leases need: History 1, file storage,
-// LimitMarkerTTL (per-key TTLs and expiry markers), Config.Replicas replicas.
-// An existing bucket is never changed; one whose configuration would break
-// leases (History above 1, a bucket-wide TTL, memory storage, a discard
-// policy that drops keys, values too small) is refused with ErrBucketConfig
-// and a reason. A user without the permissions the store needs gets
+// LimitMarkerTTL (per-key TTLs and expiry markers), Config.Replicas replicas,
+// the bucket's maximum lease TTL (Config.MaxTTL) in its metadata, and a first
+// revision drawn from the clock, so that a bucket deleted and created again
+// never issues lower fencing tokens. A created bucket is reported
+// (BucketCreated, and a warning naming the JetStream domain and account): in
+// production, create the bucket once (CreateBucket) and set Config.NoCreate,
+// so that an instance with a wrong domain or account fails instead of
+// leading a bucket of its own. An existing bucket is never changed; one whose
+// configuration would break leases (History above 1, a bucket-wide TTL,
+// memory storage, a discard policy that drops keys, values too small) is
+// refused with ErrBucketConfig and a reason. A user without the permissions the store needs gets
 // ErrPermission at once, not a timeout; refused credentials give
 // ErrAuthentication; a configuration that cannot work (a missing file, a
 // server that requires a client certificate, an account that requires
@@ -54,17 +60,40 @@
 // seconds; TTLs under one second are refused) and writes a marker that
 // watchers see. Otherwise the store runs in ExpiryObserved mode: a contender
 // judges a lease expired when it has seen the key's revision unchanged for
-// the lease's TTL on its own monotonic clock, never by comparing clocks of
-// different machines. Config.Expiry forces either mode.
+// the lease's TTL on its own monotonic clock, counted from the read or the
+// watch event that first showed it, never by comparing clocks of different
+// machines. In server mode, a revision that stays unchanged for its TTL plus
+// a few seconds is judged the same way, as the server is then not expiring
+// it (ExpiryFallback names the key). Config.Expiry forces either mode.
 //
 // # Keys changed by hand
 //
-// A key an operator deleted or purged is taken over only after one TTL from
-// when a contender first saw the marker, because the owner it was taken from
-// may be acting until its own TTL runs out; that owner's next renewal
-// reports lease.ErrLost. A value that is not a lease (garbage, a foreign
-// value, a newer format) gives a *CorruptError, which matches
-// lease.ErrCorrupt; such a key is never free.
+// A key that vanished without a release (an operator's delete or purge, or a
+// stream purge, which leaves no marker: the store notices an empty subject
+// where it saw a value) is taken over only once the bucket's maximum lease
+// TTL has passed since a contender saw it vanish, because the owner it was
+// taken from may be acting until its own TTL runs out; that owner's next
+// renewal reports lease.ErrLost. A contender that never saw the key cannot
+// tell a purged key from a new one (see docs/guarantees.md). A value that is
+// not a lease (garbage, a foreign value, a newer format) gives a
+// *CorruptError, which matches lease.ErrCorrupt and names the command that
+// deletes it; such a key is never free. Both are reported as Events
+// (KeyVanished, CorruptKey).
+//
+// # The bucket changing under the store
+//
+// The store checks its bucket and the server after every reconnect, every
+// 30 seconds, before it trusts an expiry marker (a bucket-wide MaxAge writes
+// the same marker), and whenever an answer may mean a change (Check runs one
+// now). A bucket deleted, re-created or edited into an unsafe
+// configuration, a server that cannot read the bucket's storage, and a
+// revision below one the store has seen (the server lost acknowledged
+// writes) stop the store: every call then returns a *BucketError, which
+// matches lease.ErrStoreConfig so that owners stop at once, and the store
+// reports BucketUnusable or SequenceRegression. The store never creates a
+// bucket it has opened. A server that lost per-message TTLs (replaced by one
+// before 2.11) makes the store fall back to ExpiryObserved (ExpiryFallback),
+// or stop if Config.Expiry is ExpiryServer.
 //
 // # Failures
 //

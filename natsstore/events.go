@@ -99,3 +99,79 @@ func (e AuthenticationFailed) String() string {
 func (e AuthenticationRecovered) String() string {
 	return fmt.Sprintf("reconnected to NATS server %s after %d refused attempts", e.Server, e.Refusals)
 }
+
+// BucketUnusable reports that the store stopped because its bucket, or the
+// server that keeps it, changed under it: deleted, re-created, edited into
+// an unsafe configuration, or downgraded while ExpiryServer was required.
+// Every later call fails with a *BucketError, which matches
+// lease.ErrStoreConfig.
+type BucketUnusable struct {
+	Bucket  string
+	Problem Problem
+	Reason  string
+}
+
+// SequenceRegression reports that the bucket issued or showed a revision
+// below one the store had already seen: the server lost acknowledged
+// writes, or was restored from an older copy, and could issue a fencing
+// token twice. The store stops, as after BucketUnusable.
+type SequenceRegression struct {
+	Bucket  string
+	Key     string // the key where it showed, "" for the stream's last revision
+	Highest uint64 // the highest revision the store had seen
+	Got     uint64 // the lower revision it was given
+}
+
+// KeyVanished reports a lease key that disappeared without a release: a
+// delete or purge marker that no owner wrote, or an empty subject where the
+// store had seen a value (a stream-level purge leaves no marker). Nobody
+// takes the lease through this store until the bucket's maximum lease TTL
+// (Store.MaxTTL) has passed since it saw the key vanish, since the holder
+// may act until its own TTL runs out.
+type KeyVanished struct {
+	Bucket   string
+	Key      string
+	Revision uint64 // the marker's revision, or the last revision seen before the subject emptied
+	Emptied  bool   // the subject is empty: no marker was left
+}
+
+// BucketDegraded reports, when the store opens, that its bucket lacks
+// something a guarantee rests on: a recorded maximum lease TTL, or a first
+// revision drawn from the clock (without it, deleting and re-creating the
+// bucket restarts fencing tokens at 1). Leases work; Reason says what is
+// weaker and how to fix it.
+type BucketDegraded struct {
+	Bucket string
+	Reason string
+}
+
+func (BucketUnusable) isEvent()     {}
+func (SequenceRegression) isEvent() {}
+func (KeyVanished) isEvent()        {}
+func (BucketDegraded) isEvent()     {}
+
+func (e BucketUnusable) String() string {
+	return fmt.Sprintf("bucket %q is unusable (%s): %s; the store stopped", e.Bucket, e.Problem, e.Reason)
+}
+
+func (e SequenceRegression) String() string {
+	where := "the stream ends"
+	if e.Key != "" {
+		where = fmt.Sprintf("key %q is", e.Key)
+	}
+	return fmt.Sprintf("bucket %q: %s at revision %d, below revision %d seen before: the server lost "+
+		"acknowledged writes; the store stopped", e.Bucket, where, e.Got, e.Highest)
+}
+
+func (e KeyVanished) String() string {
+	how := fmt.Sprintf("was deleted or purged (marker at revision %d)", e.Revision)
+	if e.Emptied {
+		how = fmt.Sprintf("was emptied without a marker (last revision seen %d; a stream purge?)", e.Revision)
+	}
+	return fmt.Sprintf("bucket %q key %q %s without a release; it is free once the bucket's maximum lease TTL "+
+		"has passed", e.Bucket, e.Key, how)
+}
+
+func (e BucketDegraded) String() string {
+	return fmt.Sprintf("bucket %q: %s", e.Bucket, e.Reason)
+}

@@ -3,32 +3,59 @@ package natsstore
 import (
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// maxKeys bounds the key cache. When it is full an arbitrary entry is
-// forgotten: the cache holds hints (checked by compare-and-swap) and
-// observations, and a forgotten observation only makes a contender wait
-// longer.
+// maxKeys bounds the key cache. When it is full, an entry that holds no
+// observation a contender waits on is forgotten first (a free key, or a key
+// this store holds itself); the cache holds hints, checked by
+// compare-and-swap, and observations, whose loss makes a contender wait
+// longer, except for one: a store that forgot it saw a key held cannot tell
+// a later stream purge of that key from a key never used.
 const maxKeys = 1 << 16
+
+// evictScan bounds the entries put looks at to find one to forget.
+const evictScan = 64
 
 // keyState is what a Store last learned about one key.
 type keyState struct {
 	rev  uint64    // the key's last revision seen; 0 for an empty subject
-	seen time.Time // when rev was first seen, on the monotonic clock
-	// free: after rev the lease is free now (a release marker, an expiry
-	// marker or an empty subject), so Acquire may write at rev directly.
-	free  bool
+	seen time.Time // when rev (or the empty subject) was first seen, on the monotonic clock
+	// free: after rev the lease is free now (a release marker, a confirmed
+	// expiry marker, or an empty subject that is explained), so Acquire may
+	// write at rev directly.
+	free bool
+	// gone: the key vanished without a release at rev (a delete or purge
+	// marker no owner wrote, or, with rev 0, an empty subject where a value
+	// was seen). It is free once the bucket's maximum lease TTL has passed
+	// since seen.
+	gone  bool
 	owner string // the holder at rev, "" if none or unknown
 	term  string // the holder's term at rev
 	// ttl is the TTL of the last held value seen under the key, at rev or
-	// before; an operator's delete makes contenders wait this long.
+	// before.
 	ttl time.Duration
 	// token is the fencing token of the value held at rev, and acquired
 	// its acquisition time (unix ms), repeated by renewals.
 	token    uint64
 	acquired int64
 	meta     map[string]string
+	// top is the highest revision ever seen under the key: a later,
+	// non-empty revision below it means the server lost writes.
+	top uint64
+	// noted holds the events already reported for rev.
+	noted notes
 }
+
+// notes are events reported once per revision of a key.
+type notes uint8
+
+const (
+	notedCorrupt notes = 1 << iota
+	notedVanished
+	notedFallback
+)
 
 // keyCache remembers keyStates. It is safe for concurrent use.
 type keyCache struct {
@@ -48,15 +75,22 @@ func (c *keyCache) get(key string) (keyState, bool) {
 	return st, ok
 }
 
-// put stores st, keeping the observation time when the revision is
-// unchanged, and the TTL of earlier values when st has none.
+// put stores st, keeping the observation time and the events reported when
+// the revision and its nature are unchanged, the TTL of earlier values when
+// st has none, and the highest revision seen.
 func (c *keyCache) put(key string, st keyState) keyState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.putLocked(key, st)
+}
+
+func (c *keyCache) putLocked(key string, st keyState) keyState {
 	old, ok := c.m[key]
 	switch {
 	case ok && old.rev == st.rev:
+		// The same revision (or a subject still empty): the clock goes on.
 		st.seen = old.seen
+		st.noted = old.noted
 	default:
 		st.seen = c.now()
 	}
@@ -66,34 +100,67 @@ func (c *keyCache) put(key string, st keyState) keyState {
 	if st.acquired == 0 && old.owner == st.owner && old.term == st.term && old.token == st.token {
 		st.acquired = old.acquired
 	}
+	st.top = max(st.rev, old.top)
 	if !ok && len(c.m) >= maxKeys {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
+		c.evictLocked()
 	}
 	c.m[key] = st
 	return st
 }
 
-// observe records that key was seen at rev and reports whether it has been
-// seen unchanged for at least wait, on this process's monotonic clock: the
-// test by which a contender judges an expiry the server does not report.
+// evictLocked forgets one entry, preferring one that no contender waits on.
+func (c *keyCache) evictLocked() {
+	victim, n := "", 0
+	for k, st := range c.m {
+		if victim == "" || st.free {
+			victim = k
+		}
+		if n++; st.free || n >= evictScan {
+			break
+		}
+	}
+	delete(c.m, victim)
+}
+
+// saw records st, delivered by a watch, unless the cache already knows the
+// key at st's revision or later (a watch can lag behind the store's own
+// writes and reads).
+func (c *keyCache) saw(key string, st keyState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[key]; ok && st.rev <= old.top {
+		return
+	}
+	c.putLocked(key, st)
+}
+
+// observe records that key was seen in state st and reports whether it has
+// been seen unchanged for at least wait, on this process's monotonic clock:
+// the test by which a contender judges an expiry the server does not report,
+// and the end of the wait after a key vanished.
 //
-// The first sighting counts from when the read that saw it returned, which
-// is after the write it saw was made, so the wait never ends before the
-// writer's own TTL (measured from before its write) has run out, up to the
-// difference in clock rates that the owner's safety margin covers.
+// The first sighting counts from when the read or the watch event that saw
+// it arrived, which is after the write it saw was made, so the wait never
+// ends before the writer's own TTL (measured from before its write) has run
+// out, up to the difference in clock rates that the owner's safety margin
+// covers.
 func (c *keyCache) observe(key string, st keyState, wait time.Duration) bool {
 	st = c.put(key, st)
 	return c.now().Sub(st.seen) >= wait
 }
 
-// forget drops what is known about key.
-func (c *keyCache) forget(key string) {
+// note records that the events n were reported for key at rev, and reports
+// whether any of them was not yet.
+func (c *keyCache) note(key string, rev uint64, n notes) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, key)
+	st, ok := c.m[key]
+	if !ok || st.rev != rev || st.noted&n == n {
+		return false
+	}
+	st.noted |= n
+	c.m[key] = st
+	return true
 }
 
 // len reports the number of keys remembered, for tests.
@@ -101,4 +168,30 @@ func (c *keyCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
+}
+
+// watched records what a watch delivered, before the event reaches the
+// watcher: the observation clock of a revision starts when the watch
+// delivers it, not at the next poll (a standby that times its next attempt
+// from the event then takes an abandoned lease one TTL after its last
+// renewal), and a standby that saw a value knows, when the subject is later
+// found empty, that it was not a key never used.
+func (s *Store) watched(e jetstream.KeyValueEntry) {
+	rev := e.Revision()
+	s.sawRevision(rev)
+	st := keyState{rev: rev}
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		if r, err := parseRecord(e.Value()); err == nil && r.Kind == kindHeld {
+			st = heldState(rev, r)
+		}
+	case jetstream.KeyValueDelete:
+		if r, err := parseRecord(e.Value()); err == nil && r.Kind == kindReleased {
+			st.free = true
+		}
+	}
+	// Anything else (an expiry marker, a purge, a delete by hand, a value
+	// that is not a lease) is recorded as neither free nor held: Acquire
+	// reads the key and judges it, with the clock started now.
+	s.keys.saw(e.Key(), st)
 }

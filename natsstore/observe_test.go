@@ -72,3 +72,89 @@ func TestRoundUpSecond(t *testing.T) {
 	assert.Equal(t, 1001*time.Millisecond, ttlMillis(time.Second+1))
 	assert.Equal(t, time.Second, ttlMillis(time.Second))
 }
+
+// A watch that lags behind the store's own writes and reads does not move
+// the cache back, nor restart the clock of a revision already seen.
+func TestSawIgnoresOlderRevisions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newKeyCache(time.Now)
+		c.saw("k", keyState{rev: 7, owner: "a", ttl: time.Second})
+		time.Sleep(time.Second)
+		c.put("k", keyState{rev: 9, owner: "a"})
+		c.saw("k", keyState{rev: 8, owner: "a"})
+		c.saw("k", keyState{rev: 9, owner: "a"})
+		st, _ := c.get("k")
+		assert.Equal(t, uint64(9), st.rev)
+		assert.Equal(t, uint64(9), st.top)
+		time.Sleep(time.Second)
+		assert.True(t, c.observe("k", keyState{rev: 9, owner: "a"}, time.Second), "seen at 9 one second ago")
+
+		// An empty subject keeps the highest revision seen.
+		c.put("k", keyState{gone: true})
+		st, _ = c.get("k")
+		assert.Equal(t, uint64(9), st.top)
+		c.saw("k", keyState{rev: 9})
+		st, _ = c.get("k")
+		assert.True(t, st.gone, "an old event does not undo a vanished key")
+	})
+}
+
+// A full cache forgets a free key before one seen held.
+func TestKeyCacheForgetsFreeKeysFirst(t *testing.T) {
+	c := newKeyCache(time.Now)
+	c.put("held", keyState{rev: 1, owner: "o"})
+	for i := range maxKeys - 1 {
+		c.put(fmt.Sprint(i), keyState{rev: uint64(i + 1), free: true})
+	}
+	for i := range 100 {
+		c.put(fmt.Sprint("new", i), keyState{rev: 1, owner: "o"})
+	}
+	assert.Equal(t, maxKeys, c.len())
+	_, ok := c.get("held")
+	assert.True(t, ok)
+}
+
+// Events are noted once per revision.
+func TestNoteOncePerRevision(t *testing.T) {
+	c := newKeyCache(time.Now)
+	c.put("k", keyState{rev: 3})
+	assert.True(t, c.note("k", 3, notedCorrupt))
+	assert.False(t, c.note("k", 3, notedCorrupt))
+	assert.True(t, c.note("k", 3, notedVanished))
+	assert.False(t, c.note("k", 2, notedFallback), "not the current revision")
+	c.put("k", keyState{rev: 4})
+	assert.True(t, c.note("k", 4, notedCorrupt))
+}
+
+// An empty subject, in virtual time: free at once for a key never seen;
+// vanished (free after the bucket's maximum TTL) where a value was seen; and
+// free again when the sighting is so old that the key's own expiry explains
+// the emptiness (server mode only: without per-message TTLs nothing
+// expires).
+func TestJudgeEmptySubject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Store{bucket: "b", keys: newKeyCache(time.Now), log: Config{}.logger(), pokes: make(chan struct{}, 1),
+			maxTTL: 2 * time.Minute, markerTTL: time.Minute}
+		s.mode.Store(uint32(ExpiryServer))
+		held := keyState{rev: 5, owner: "a", term: "t", ttl: 10 * time.Second, token: 5}
+
+		assert.True(t, s.judgeEmpty("new").free, "never seen")
+
+		s.keys.put("purged", held)
+		time.Sleep(time.Second)
+		assert.False(t, s.judgeEmpty("purged").free, "seen held a second ago")
+		time.Sleep(2*time.Minute - time.Second)
+		assert.False(t, s.judgeEmpty("purged").free, "the wait counts from when the emptiness was seen")
+		time.Sleep(time.Second)
+		assert.True(t, s.judgeEmpty("purged").free, "the bucket's maximum TTL after")
+
+		s.keys.put("old", held)
+		time.Sleep(10*time.Second + time.Minute + serverExpiryGrace + time.Second)
+		assert.True(t, s.judgeEmpty("old").free, "its own expiry and marker explain it")
+
+		s.mode.Store(uint32(ExpiryObserved))
+		s.keys.put("observed", held)
+		time.Sleep(time.Hour)
+		assert.False(t, s.judgeEmpty("observed").free, "nothing expires in observed mode")
+	})
+}

@@ -151,6 +151,8 @@ func TestDialOptionsValidation(t *testing.T) {
 		{Domain: "hub", APIPrefix: "$JS.hub.API"},
 		{Timeout: -1},
 		{MarkerTTL: -1},
+		{MaxTTL: -1},
+		{MaxTTL: 500 * time.Millisecond},
 		{Expiry: 9},
 	} {
 		_, err := natsstore.Dial(openCtx(t), natsstore.DialOptions{}, c)

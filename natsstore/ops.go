@@ -36,18 +36,26 @@ const minTTL = time.Second
 // already knows the key's revision (it wrote or released it last) or the key
 // has never been written; otherwise it reads the key first.
 //
-// A key counts as free when it is empty, when its last message is a release
-// marker written by this package, or when it is an expiry marker of the
-// server. When an operator deleted or purged the key (a marker without a
-// release record), contenders wait one TTL (the larger of the claim's and the
-// last held value's they saw), measured from when they first saw the marker,
-// because the owner it was taken from may still be acting until its own TTL
-// runs out. In ExpiryObserved mode, and for held values written without a
-// per-message TTL, a held value counts as expired once this store has seen
-// its revision unchanged for its TTL. A value this package cannot read is
-// reported as a *CorruptError and never counts as free.
+// A key counts as free when it is empty and this store knows nothing else of
+// it, when its last message is a release marker written by this package, or
+// when it is an expiry marker of the server (once a check of the bucket has
+// shown that no bucket-wide MaxAge wrote it). A key that vanished without a
+// release (a delete or purge marker no owner wrote, or an empty subject where
+// this store had seen a value: a stream purge leaves no marker) is taken only
+// once the bucket's maximum lease TTL (MaxTTL) has passed since this store
+// saw it vanish, because its holder may act until its own TTL runs out. In
+// ExpiryObserved mode, and for held values written without a per-message
+// TTL, a held value counts as expired once this store has seen its revision
+// unchanged for its TTL (since a read, or a watch event, first showed it);
+// in ExpiryServer mode, once it has seen it unchanged for its TTL plus a
+// grace of a few seconds, as the server is then not expiring it (see
+// ExpiryFallback). A value this package cannot read is reported as a
+// *CorruptError and never counts as free.
+//
+// Errors matching lease.ErrStoreConfig (a *BucketError) mean that the store
+// stopped: the bucket or the server changed under it.
 func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
-	if err := validateTTL(lease.ValidateClaim(c), c.TTL); err != nil {
+	if err := s.validTTL(lease.ValidateClaim(c), c.TTL); err != nil {
 		return lease.Acquisition{}, err
 	}
 	deadline, err := s.begin(ctx)
@@ -59,47 +67,95 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		Acquired: time.Now().UnixMilli(), Meta: c.Meta}
 	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
-	for range maxAttempts {
+	refused := false                 // the last write was refused: the key was not at expect
+	moved := false                   // a refused write was followed by a change of the key
+	for attempt := range maxAttempts {
 		if write {
 			rec.Nonce = rand.Uint64()
+			before := s.top.Load()
 			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, s.ttlFor(c.TTL))
 			switch outcome(ctx, err) {
 			case written:
 				s.keys.put(c.LeaseID, heldState(ack.Sequence, rec))
 				return acquired(c, ack.Sequence), nil
 			case conflict:
-				last = nil
+				last, refused = nil, true
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
 				m, rerr := s.read(ctx, deadline, c.LeaseID)
 				if rerr != nil {
-					return lease.Acquisition{}, s.fail(ctx, "acquire "+c.LeaseID, err)
+					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
 				}
 				if r, ok := heldRecord(m); ok && r.Term == c.Term && r.Nonce == rec.Nonce {
+					if err := s.landed(c.LeaseID, m.Sequence, before); err != nil {
+						return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
+					}
 					s.keys.put(c.LeaseID, heldState(m.Sequence, rec))
 					return acquired(c, m.Sequence), nil
 				}
-				last = orNotFound(m)
+				last, refused = orNotFound(m), false
 			default:
-				return lease.Acquisition{}, s.fail(ctx, "acquire "+c.LeaseID, err)
+				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
 		}
 		if last == nil {
 			m, err := s.read(ctx, deadline, c.LeaseID)
 			if err != nil {
-				return lease.Acquisition{}, s.fail(ctx, "acquire "+c.LeaseID, err)
+				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
 			last = orNotFound(m)
 		}
-		v, err := s.judge(c, last)
+		v, err := s.judge(ctx, deadline, c, last)
 		if err != nil || !v.free {
 			return lease.Acquisition{Holder: v.holder}, err
 		}
-		expect, write, last = v.rev, true, nil
+		if refused && v.rev == expect {
+			// Refused, yet unchanged: a write in flight (replicated streams
+			// check against writes not yet applied), or a stream that cannot
+			// take writes. Give the first time to land.
+			if err := pause(ctx, attempt); err != nil {
+				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
+			}
+		} else if refused {
+			moved = true
+		}
+		expect, write, last, refused = v.rev, true, nil, false
 	}
-	return lease.Acquisition{}, fmt.Errorf("natsstore: acquire %s: %w: the key kept changing under %d attempts",
-		c.LeaseID, lease.ErrUnavailable, maxAttempts)
+	return lease.Acquisition{}, gaveUp("acquire "+c.LeaseID, moved, expect)
+}
+
+// gaveUp explains a call that used up its attempts. When every refused
+// write found the key unchanged at the revision it expected (at rev), there
+// was no contention: the stream could not take writes (an isolated stream
+// leader refuses every write after one of its proposals failed to commit,
+// while reads show the key as it was).
+func gaveUp(what string, moved bool, rev uint64) error {
+	if moved {
+		return fmt.Errorf("natsstore: %s: %w: the key kept changing under %d attempts",
+			what, lease.ErrUnavailable, maxAttempts)
+	}
+	return fmt.Errorf("natsstore: %s: %w: the server refused %d writes at revision %d although the key stayed at "+
+		"that revision: the stream cannot take writes now (it has no quorum, or its leader is isolated or behind)",
+		what, lease.ErrUnavailable, maxAttempts, rev)
+}
+
+// pause waits a little before attempt+1 writes again at a revision whose
+// write was refused while the key stayed unchanged: long enough for a write
+// in flight to land (about a replication round trip), short next to a TTL.
+// After the last attempt it does not wait.
+func pause(ctx context.Context, attempt int) error {
+	if attempt >= maxAttempts-1 {
+		return nil
+	}
+	t := time.NewTimer(time.Millisecond << attempt)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func acquired(c lease.Claim, rev uint64) lease.Acquisition {
@@ -128,105 +184,6 @@ func (s *Store) fastPath(key, owner, term string) (rev uint64, write bool) {
 	default:
 		return 0, false
 	}
-}
-
-// verdict is what judge decided about a key's last message.
-type verdict struct {
-	free   bool         // Acquire may write at rev
-	rev    uint64       // the revision to write at
-	holder lease.Holder // the holder, when not free; zero if unknown
-}
-
-// judge decides whether c may take the key whose last message is m (nil for
-// an empty subject).
-func (s *Store) judge(c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error) {
-	if m.Sequence == 0 {
-		s.keys.put(c.LeaseID, keyState{free: true})
-		return verdict{free: true}, nil
-	}
-	rev := m.Sequence
-	switch kind, rec, err := s.classify(c.LeaseID, m); kind {
-	case msgCorrupt:
-		s.keys.put(c.LeaseID, keyState{rev: rev})
-		return verdict{}, err
-	case msgFree:
-		s.keys.put(c.LeaseID, keyState{rev: rev, free: true})
-		return verdict{free: true, rev: rev}, nil
-	case msgHeld:
-		st := heldState(rev, rec)
-		if rec.Term == c.Term && rec.Owner == c.OwnerID {
-			// Our own term's write, which landed although we did not learn
-			// it: take it over with a new write (and a new token).
-			s.keys.put(c.LeaseID, st)
-			return verdict{free: true, rev: rev}, nil
-		}
-		if s.mode == ExpiryServer && m.Header.Get(jetstream.MsgTTLHeader) != "" {
-			s.keys.put(c.LeaseID, st)
-			return verdict{holder: rec.holder(rev)}, nil
-		}
-		if s.keys.observe(c.LeaseID, st, rec.TTL) {
-			s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
-				"lease", c.LeaseID, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
-			return verdict{free: true, rev: rev}, nil
-		}
-		return verdict{holder: rec.holder(rev)}, nil
-	default: // msgRemoved: deleted or purged by someone else than its owner
-		prev, _ := s.keys.get(c.LeaseID)
-		wait := max(ttlMillis(c.TTL), prev.ttl)
-		if s.keys.observe(c.LeaseID, keyState{rev: rev}, wait) {
-			return verdict{free: true, rev: rev}, nil
-		}
-		if prev.rev != rev {
-			s.log.Warn("natsstore: lease key was deleted or purged, not released by its owner; "+
-				"waiting one TTL before taking it, as its last owner may still be acting",
-				"lease", c.LeaseID, "revision", rev, "wait", wait)
-		}
-		return verdict{}, nil
-	}
-}
-
-type msgKind uint8
-
-const (
-	msgCorrupt msgKind = iota // the zero value is the safe one: never free
-	msgHeld                   // a held record
-	msgFree                   // a release marker of ours or an expiry marker
-	msgRemoved                // a delete or purge marker of someone else
-)
-
-// classify reads a key's last message.
-func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record, error) {
-	switch m.Header.Get(hdrOperation) {
-	case opDelete:
-		if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased {
-			return msgFree, r, nil
-		}
-		return msgRemoved, record{}, nil
-	case opPurge:
-		return msgRemoved, record{}, nil
-	case "":
-	default:
-		return msgCorrupt, record{}, s.corrupt(key, m.Sequence, fmt.Sprintf("unknown KV operation %q", m.Header.Get(hdrOperation)))
-	}
-	switch reason := m.Header.Get(hdrMarkerReason); reason {
-	case "":
-	case reasonMaxAge:
-		return msgFree, record{}, nil
-	default: // "Purge", "Remove": removed through the stream API
-		return msgRemoved, record{}, nil
-	}
-	r, err := parseRecord(m.Data)
-	switch {
-	case err != nil:
-		return msgCorrupt, r, s.corrupt(key, m.Sequence, err.Error())
-	case r.Kind != kindHeld:
-		return msgCorrupt, r, s.corrupt(key, m.Sequence, "a "+r.Kind.String()+" record outside a delete marker")
-	}
-	return msgHeld, r, nil
-}
-
-func (s *Store) corrupt(key string, rev uint64, reason string) error {
-	return &CorruptError{Bucket: s.bucket, Key: key, Revision: rev, Reason: reason}
 }
 
 // heldRecord returns the held record in m, if m is one.
@@ -268,10 +225,10 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 	}
 	m, err := s.read(ctx, deadline, l.ID)
 	if err != nil {
-		return 0, 0, s.fail(ctx, op+" "+l.ID, err)
+		return 0, 0, s.failOp(ctx, deadline, op+" "+l.ID, err)
 	}
 	if !ours(m, l) {
-		return 0, 0, s.lost(l, m)
+		return 0, 0, s.lost(ctx, deadline, l, m)
 	}
 	if r, ok := heldRecord(m); ok {
 		acquiredAt = r.Acquired
@@ -283,9 +240,10 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 // lease's TTL, at l.Revision. When the key has moved on, it reads it: a later
 // renewal of the same acquisition by the same owner (a write of ours that
 // landed after we gave up on it) is recognised and renewed; anything else is
-// ErrLost.
+// ErrLost. A *BucketError (lease.ErrStoreConfig) means that the store
+// stopped, and the lease must be given up at once.
 func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	if err := validateTTL(lease.ValidateLease(l), l.TTL); err != nil {
+	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
 		return l, err
 	}
 	deadline, err := s.begin(ctx)
@@ -299,8 +257,10 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 		return l, err
 	}
 	rec.Acquired = acquiredAt
-	for range maxAttempts {
+	moved := false // a refused write was followed by a change of the key
+	for attempt := range maxAttempts {
 		rec.Nonce = rand.Uint64()
+		before := s.top.Load()
 		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.ttlFor(l.TTL))
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
@@ -310,38 +270,47 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 			return l, nil
 		case conflict:
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return l, s.fail(ctx, "renew "+l.ID, err)
+				return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
+			}
+			if m.Sequence == expect {
+				if err := pause(ctx, attempt); err != nil {
+					return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
+				}
+			} else {
+				moved = true
 			}
 		case unknown:
 			rerr := err
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return l, s.fail(ctx, "renew "+l.ID, rerr)
+				return l, s.failOp(ctx, deadline, "renew "+l.ID, worse(rerr, err))
 			}
 			if r, ok := heldRecord(m); ok && r.Term == l.Term && r.Nonce == rec.Nonce {
+				if err := s.landed(l.ID, m.Sequence, before); err != nil {
+					return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
+				}
 				s.keys.put(l.ID, heldState(m.Sequence, rec))
 				l.Revision = m.Sequence
 				return l, nil
 			}
 			if m != nil && m.Sequence == expect {
-				return l, s.fail(ctx, "renew "+l.ID, fmt.Errorf("the renewal did not land (yet): %w", rerr))
+				return l, s.failOp(ctx, deadline, "renew "+l.ID, fmt.Errorf("the renewal did not land (yet): %w", rerr))
 			}
 		default:
-			return l, s.fail(ctx, "renew "+l.ID, err)
+			return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
 		}
 		if !ours(m, l) {
-			return l, s.lost(l, m)
+			return l, s.lost(ctx, deadline, l, m)
 		}
 		expect = m.Sequence
 	}
-	return l, fmt.Errorf("natsstore: renew %s: %w: the key kept changing under %d attempts",
-		l.ID, lease.ErrUnavailable, maxAttempts)
+	return l, gaveUp("renew "+l.ID, moved, expect)
 }
 
 // Release implements lease.Store: a delete marker written at l.Revision,
 // carrying a release record so that contenders know the owner let go
 // (and need not wait, as they do after an operator's delete).
 func (s *Store) Release(ctx context.Context, l lease.Lease) error {
-	if err := validateTTL(lease.ValidateLease(l), l.TTL); err != nil {
+	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
 		return err
 	}
 	deadline, err := s.begin(ctx)
@@ -355,9 +324,10 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 		return err
 	}
 	rec.Acquired = acquiredAt
-	for range maxAttempts {
+	moved := false // a refused write was followed by a change of the key
+	for attempt := range maxAttempts {
 		rec.Nonce = rand.Uint64()
-		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.markerTTL)
+		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.releaseTTL())
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
 		case written:
@@ -365,12 +335,19 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 			return nil
 		case conflict:
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return s.fail(ctx, "release "+l.ID, err)
+				return s.failOp(ctx, deadline, "release "+l.ID, err)
+			}
+			if m.Sequence == expect {
+				if err := pause(ctx, attempt); err != nil {
+					return s.failOp(ctx, deadline, "release "+l.ID, err)
+				}
+			} else {
+				moved = true
 			}
 		case unknown:
 			rerr := err
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return s.fail(ctx, "release "+l.ID, rerr)
+				return s.failOp(ctx, deadline, "release "+l.ID, worse(rerr, err))
 			}
 			if m != nil && m.Header.Get(hdrOperation) == opDelete {
 				if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased && r.Term == l.Term && r.Nonce == rec.Nonce {
@@ -379,27 +356,37 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 				}
 			}
 			if m != nil && m.Sequence == expect {
-				return s.fail(ctx, "release "+l.ID, fmt.Errorf("the release did not land (yet): %w", rerr))
+				return s.failOp(ctx, deadline, "release "+l.ID, fmt.Errorf("the release did not land (yet): %w", rerr))
 			}
 		default:
-			return s.fail(ctx, "release "+l.ID, err)
+			return s.failOp(ctx, deadline, "release "+l.ID, err)
 		}
 		if !ours(m, l) {
-			return s.lost(l, m)
+			return s.lost(ctx, deadline, l, m)
 		}
 		expect = m.Sequence
 	}
-	return fmt.Errorf("natsstore: release %s: %w: the key kept changing under %d attempts",
-		l.ID, lease.ErrUnavailable, maxAttempts)
+	return gaveUp("release "+l.ID, moved, expect)
 }
 
 // lost explains why l is not held any more, from the key's last message m.
-func (s *Store) lost(l lease.Lease, m *jetstream.RawStreamMsg) error {
+// A lost lease is often how a change of the bucket first shows to its owner
+// (a deleted and re-created bucket, a rolled-back server), so the bucket is
+// checked first: a *BucketError, not ErrLost, then reports a bucket the
+// store must stop using.
+func (s *Store) lost(ctx context.Context, deadline time.Time, l lease.Lease, m *jetstream.RawStreamMsg) error {
+	if err := s.checkSince(ctx, deadline, time.Now()); isBucketError(err) {
+		return fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w", l.ID, l.OwnerID, l.Term, l.Token, err)
+	}
 	var why string
 	switch {
 	case m == nil || m.Sequence == 0:
-		why = "the key is empty"
+		// Purged, or the whole bucket emptied: contenders that saw the key
+		// wait before they take it (see judgeEmpty).
+		why = "the key is empty (purged without a marker, or the bucket was emptied)"
 	case m.Sequence < l.Revision:
+		// A revision the store never saw under this key (read would have
+		// reported a regression otherwise): not a lease of this bucket.
 		why = fmt.Sprintf("the key is at revision %d, before the lease's revision %d", m.Sequence, l.Revision)
 	default:
 		kind, r, err := s.classify(l.ID, m)
@@ -438,6 +425,8 @@ func outcome(ctx context.Context, err error) result {
 		return written
 	case isConflict(err):
 		return conflict
+	case isBucketError(err):
+		return failed // written, but the store stopped; or not sent
 	case ctx.Err() != nil:
 		// The caller's time is up: nothing can be read back now. The next
 		// call resolves it (see ours).
@@ -474,9 +463,15 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 	g := s.guard(ctx, deadline, attemptShare)
 	defer g.end()
 	actx := g.ctx
+	before := s.top.Load()
 	ack, err := s.kv.PublishMsg(actx, m, opts...)
 	if err == nil && ack == nil {
 		err = jetstream.ErrInvalidJSAck
+	}
+	if err == nil {
+		if err := s.acked(key, ack, before); err != nil {
+			return nil, err
+		}
 	}
 	if err != nil && ctx.Err() == nil && s.linkLost(actx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
@@ -497,12 +492,21 @@ func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jets
 	g := s.guard(ctx, deadline, 4)
 	defer g.end()
 	rctx := g.ctx
+	top := s.keyTop(key) // before the request: the server had it then
 	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+key)
 	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
 	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return &jetstream.RawStreamMsg{}, nil
+	}
+	if err == nil && m != nil && m.Sequence != 0 {
+		if m.Sequence < top {
+			// History 1 keeps one message per key: an older one can only
+			// come back if the server lost the newer.
+			return nil, s.regressed(key, top, m.Sequence)
+		}
+		s.sawRevision(m.Sequence)
 	}
 	return m, err
 }
@@ -517,7 +521,7 @@ func orNotFound(m *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
 // ttlFor returns the per-message TTL of a held value: the lease TTL rounded
 // up to whole seconds, or 0 (none) in observed mode.
 func (s *Store) ttlFor(ttl time.Duration) time.Duration {
-	if s.mode != ExpiryServer {
+	if s.Expiry() != ExpiryServer {
 		return 0
 	}
 	return roundUpSecond(ttl)
@@ -531,14 +535,20 @@ func ttlMillis(ttl time.Duration) time.Duration {
 	return ttl
 }
 
-// validateTTL adds this store's TTL floor to err, a lease validation result.
-func validateTTL(err error, ttl time.Duration) error {
+// validTTL adds this store's TTL bounds to err, a lease validation result:
+// at least minTTL, at most the bucket's maximum lease TTL.
+func (s *Store) validTTL(err error, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
 	if ttl < minTTL {
 		return &lease.FieldError{Field: "TTL", Reason: fmt.Sprintf(
 			"%v is below this store's minimum of %v (NATS per-message TTLs are whole seconds)", ttl, minTTL)}
+	}
+	if s.claimMax > 0 && ttl > s.claimMax {
+		return &lease.FieldError{Field: "TTL", Reason: fmt.Sprintf(
+			"%v is above the longest lease TTL of %v that bucket %q allows (Config.MaxTTL, recorded in the bucket "+
+				"when it is created); contenders wait that long for a key deleted or purged by hand", ttl, s.claimMax, s.bucket)}
 	}
 	return nil
 }

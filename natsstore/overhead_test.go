@@ -35,8 +35,9 @@ func (k *instantKV) Watch(context.Context, string, ...jetstream.WatchOpt) (jetst
 //
 //	go test -run '^$' -bench BenchmarkOverhead -benchmem ./natsstore
 func BenchmarkOverhead(b *testing.B) {
-	s := &Store{kv: &instantKV{}, keys: newKeyCache(time.Now), mode: ExpiryServer, bucket: "b",
+	s := &Store{kv: &instantKV{}, keys: newKeyCache(time.Now), bucket: "b",
 		subject: "$KV.b.", putPrefix: "$KV.b.", log: Config{}.logger()}
+	s.mode.Store(uint32(ExpiryServer))
 	s.life, s.stop = context.WithCancel(context.Background())
 	defer s.stop()
 	s.setLink(true)

@@ -155,4 +155,31 @@ func TestClusterLeaderRestart(t *testing.T) {
 	})
 	assert.Equal(t, l.Token, renewed.Token)
 	assert.Greater(t, renewed.Revision, l.Revision)
+	require.NoError(t, s.Check(ctxT(t)), "a new stream leader is the same bucket")
+}
+
+// A stream leader cut off from its followers refuses every write after one
+// of its proposals failed to commit, while reads show the key unchanged:
+// the holder hears that the store is unavailable, not that the key kept
+// changing.
+func TestIsolatedStreamLeaderIsUnavailable(t *testing.T) {
+	t.Parallel()
+	c := natstest.StartCluster(t, 3)
+	s := dial(t, c.ClientURL(), natsstore.Config{Replicas: 3})
+	l := mustAcquire(t, s, lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-owner-a", TTL: 30 * time.Second})
+	leader := c.StreamLeader("$G", "KV_"+s.Bucket())
+	require.NotNil(t, leader)
+	for _, srv := range c.Servers {
+		if srv != leader {
+			srv.Shutdown()
+		}
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := s.Renew(ctx, l)
+		cancel()
+		require.ErrorIs(t, err, lease.ErrUnavailable, "renewal %d", i)
+		require.NotErrorIs(t, err, lease.ErrLost, "renewal %d", i)
+		assert.NotContains(t, err.Error(), "kept changing", "renewal %d", i)
+	}
 }

@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,13 +24,25 @@ type Store struct {
 	log       *slog.Logger
 	nc        *nats.Conn // nil only in tests with a fake keyValue
 	ownConn   bool       // Dial made nc; Close closes it
+	js        jetstream.JetStream
 	kv        keyValue
 	bucket    string
-	subject   string // "$KV.<bucket>.": where keys are stored
-	putPrefix string // where keys are written: subject, behind the API prefix if any
-	mode      ExpiryMode
-	markerTTL time.Duration // TTL of release markers; 0 in observed mode
+	subject   string        // "$KV.<bucket>.": where keys are stored
+	putPrefix string        // where keys are written: subject, behind the API prefix if any
+	mode      atomic.Uint32 // ExpiryServer or ExpiryObserved; server falls back to observed
+	markerTTL time.Duration // TTL of release markers in server mode
 	keys      *keyCache
+
+	// The bucket as the store opened it, compared by every check.
+	created     time.Time     // the stream's creation time
+	maxTTL      time.Duration // the bucket's maximum lease TTL: how long a vanished key stays taken
+	maxRecorded bool          // the bucket records maxTTL (stream metadata)
+	claimMax    time.Duration // the longest TTL a claim may have
+
+	top    atomic.Uint64               // the highest stream revision seen
+	broken atomic.Pointer[BucketError] // why the store stopped, nil while it works
+	checks checker
+	pokes  chan struct{} // asks the monitor for a check
 
 	// link is cancelled when the connection is lost and replaced when it
 	// is back: requests in flight when the connection drops fail at once
@@ -116,6 +129,9 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		ctx, cancel = context.WithTimeout(ctx, cfg.timeout())
 		defer cancel()
 	}
+	if cfg.conn == nil { // New and NewConn: permissions judged as Dial's connection judges them
+		cfg.conn = newConnState(cfg)
+	}
 	log := cfg.logger()
 	nc := js.Conn()
 	if !ownConn && nc.Opts.ReconnectBufSize >= 0 {
@@ -130,7 +146,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		return err
 	})
 	if err != nil {
-		return nil, explain(ctx, nc, err)
+		return nil, explain(ctx, nc, openError(cfg, err))
 	}
 
 	name := cfg.bucket()
@@ -146,17 +162,23 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 			nc:        nc,
 			msgGet:    prefix + "STREAM.MSG.GET.KV_" + name,
 		},
-		bucket:  name,
-		subject: "$KV." + name + ".",
-		mode:    st.mode,
-		keys:    newKeyCache(time.Now),
+		js:          js,
+		bucket:      name,
+		subject:     "$KV." + name + ".",
+		keys:        newKeyCache(time.Now),
+		markerTTL:   time.Duration(st.markerTTL) * time.Second,
+		created:     st.facts.created,
+		maxTTL:      st.maxTTL,
+		maxRecorded: st.maxRecorded,
+		claimMax:    st.claimMax,
+		checks:      checker{slot: make(chan struct{}, 1)},
+		pokes:       make(chan struct{}, 1),
 	}
+	s.mode.Store(uint32(st.mode))
+	s.sawRevision(st.facts.lastSeq)
 	s.putPrefix = s.subject
 	if prefix != jetstream.DefaultAPIPrefix {
 		s.putPrefix = prefix + s.subject
-	}
-	if st.mode == ExpiryServer {
-		s.markerTTL = time.Duration(st.markerTTL) * time.Second
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.followConn()
@@ -168,8 +190,63 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		s.watches.Wait() // followConn's goroutine
 		return nil, explain(ctx, nc, err)
 	}
-	s.log.Debug("natsstore: opened", "expiry", s.mode, "replicas", st.replicas)
+	s.opened(ctx, st)
+	s.monitor()
+	s.log.Debug("natsstore: opened", "expiry", s.Expiry(), "replicas", st.replicas, "max_ttl", s.maxTTL)
 	return s, nil
+}
+
+// opened reports what opening the bucket found: a bucket it created, a
+// fallback to observed expiry, guarantees the bucket weakens.
+func (s *Store) opened(ctx context.Context, st bucketState) {
+	if st.created {
+		domain := st.facts.domain
+		if domain == "" {
+			domain = "(default)"
+		}
+		s.log.Warn("natsstore: created the missing bucket; in production a missing bucket usually means a wrong "+
+			"account, JetStream domain or bucket name, and instances on different buckets do not exclude each other: "+
+			"create the bucket once (CreateBucket) and set Config.NoCreate", "domain", domain,
+			"account", accountName(ctx, s.nc), "replicas", st.replicas, "max_ttl", s.maxTTL, "expiry", st.mode)
+		s.emit(BucketCreated{Bucket: s.bucket, Domain: st.facts.domain, Replicas: st.replicas})
+	}
+	if st.fallback != "" {
+		s.log.Warn("natsstore: "+st.fallback+"; expiry is judged by contenders watching for an unchanged revision "+
+			"for a lease's TTL, and watchers do not see expiries", "bucket", s.bucket)
+		s.emit(ExpiryFallback{Bucket: s.bucket, Reason: st.fallback})
+	}
+	for _, why := range st.degraded {
+		s.log.Warn("natsstore: "+why, "bucket", s.bucket)
+		s.emit(BucketDegraded{Bucket: s.bucket, Reason: why})
+	}
+}
+
+// accountName asks the server which account the connection uses, for the
+// log; it returns "unknown" when the server does not say in time (servers
+// before 2.10, or a user who may not ask).
+func accountName(ctx context.Context, nc *nats.Conn) string {
+	if nc == nil {
+		return "unknown"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, "$SYS.REQ.USER.INFO", nil)
+	if err != nil {
+		return "unknown"
+	}
+	var resp struct {
+		Data struct {
+			Account     string `json:"account"`
+			AccountName string `json:"account_name"`
+		} `json:"data"`
+	}
+	switch {
+	case json.Unmarshal(msg.Data, &resp) != nil || resp.Data.Account == "":
+		return "unknown"
+	case resp.Data.AccountName != "" && resp.Data.AccountName != resp.Data.Account:
+		return resp.Data.AccountName + " (" + resp.Data.Account + ")"
+	}
+	return resp.Data.Account
 }
 
 // probeKey is a key no lease should use; the probe never writes it.
@@ -245,8 +322,19 @@ func explain(ctx context.Context, nc *nats.Conn, err error) error {
 func (s *Store) Bucket() string { return s.bucket }
 
 // Expiry returns how the store judges expiry: ExpiryServer or
-// ExpiryObserved.
-func (s *Store) Expiry() ExpiryMode { return s.mode }
+// ExpiryObserved. A store in ExpiryServer mode falls back to ExpiryObserved
+// when a check finds that the server or the bucket lost per-message TTLs
+// (unless Config.Expiry is ExpiryServer, when it stops instead).
+func (s *Store) Expiry() ExpiryMode { return ExpiryMode(s.mode.Load()) }
+
+// releaseTTL returns the TTL of release markers: the bucket's marker TTL in
+// server mode, none in observed mode.
+func (s *Store) releaseTTL() time.Duration {
+	if s.Expiry() != ExpiryServer {
+		return 0
+	}
+	return s.markerTTL
+}
 
 // Close stops every watch (closing their channels), closes the connection
 // if Dial made it, and makes every later call return lease.ErrClosed. It is
@@ -360,6 +448,9 @@ func (s *Store) begin(ctx context.Context) (time.Time, error) {
 	}
 	if s.closed.Load() {
 		return time.Time{}, lease.ErrClosed
+	}
+	if be := s.broken.Load(); be != nil {
+		return time.Time{}, be
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		return deadline, nil

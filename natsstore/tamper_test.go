@@ -55,12 +55,12 @@ func twoStores(t *testing.T, cfg natsstore.Config) (a, b *natsstore.Store, kv je
 
 // An operator deletes a held key: the holder's renewal reports ErrLost, and
 // a contender does not take the lease at once (its holder may still be
-// acting until its TTL runs out) but only after one TTL.
+// acting until its TTL runs out) but only after the bucket's maximum TTL.
 func TestOperatorDeleteNeverMakesTwoOwners(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []natsstore.ExpiryMode{natsstore.ExpiryServer, natsstore.ExpiryObserved} {
 		t.Run(mode.String(), func(t *testing.T) {
-			a, b, kv, _ := twoStores(t, natsstore.Config{Expiry: mode})
+			a, b, kv, _ := twoStores(t, natsstore.Config{Expiry: mode, MaxTTL: ttl})
 			held := mustAcquire(t, a, claim("job", "owner-a"))
 			require.NoError(t, kv.Delete(ctxT(t), "job"))
 
@@ -83,7 +83,7 @@ func TestOperatorDeleteNeverMakesTwoOwners(t *testing.T) {
 
 func TestOperatorPurgeWaitsOneTTL(t *testing.T) {
 	t.Parallel()
-	a, b, kv, _ := twoStores(t, natsstore.Config{})
+	a, b, kv, _ := twoStores(t, natsstore.Config{MaxTTL: ttl})
 	held := mustAcquire(t, a, claim("job", "owner-a"))
 	require.NoError(t, kv.Purge(ctxT(t), "job"))
 	got, err := b.Acquire(ctxT(t), claim("job", "owner-b"))
@@ -99,7 +99,7 @@ func TestOperatorPurgeWaitsOneTTL(t *testing.T) {
 // panic, never a free lease; the holder's renewal reports ErrLost.
 func TestGarbageIsCorruptNeverFree(t *testing.T) {
 	t.Parallel()
-	a, b, kv, _ := twoStores(t, natsstore.Config{})
+	a, b, kv, _ := twoStores(t, natsstore.Config{MaxTTL: ttl})
 	held := mustAcquire(t, a, claim("job", "owner-a"))
 	for _, garbage := range [][]byte{
 		[]byte("hello"),

@@ -203,6 +203,7 @@ func after(waiting bool, pause time.Duration) <-chan time.Time {
 
 // event translates a KV watch entry.
 func (s *Store) event(e jetstream.KeyValueEntry) lease.Event {
+	s.watched(e) // starts the observation clock of the revision (observe.go)
 	ev := lease.Event{LeaseID: e.Key(), Revision: e.Revision()}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:

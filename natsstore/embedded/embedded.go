@@ -50,7 +50,18 @@ type Config struct {
 	// Logger receives the server's notices, warnings and errors. nil
 	// discards them.
 	Logger *slog.Logger
+	// SyncInterval is how often JetStream flushes its files to disk (the
+	// server's sync_interval). 0 keeps the server's default, 2 minutes: a
+	// machine that fails (not just the process) can lose writes the
+	// server acknowledged since the last flush, and fencing tokens with
+	// them. SyncAlways flushes every write before acknowledging it, at the
+	// cost docs/nats.md measures.
+	SyncInterval time.Duration
 }
+
+// SyncAlways, as Config.SyncInterval, makes the server flush every write to
+// disk before it acknowledges it (sync_interval: always).
+const SyncAlways time.Duration = -1
 
 // Server is a running embedded nats-server.
 type Server struct {
@@ -71,6 +82,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ReadyTimeout < 0 {
 		return nil, fmt.Errorf("embedded: negative ReadyTimeout %v", cfg.ReadyTimeout)
+	}
+	if cfg.SyncInterval < 0 && cfg.SyncInterval != SyncAlways {
+		return nil, fmt.Errorf("embedded: SyncInterval %v: must be positive, 0 (the default) or SyncAlways", cfg.SyncInterval)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -106,6 +120,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// nats-server would only log it, and never become ready.
 		s.removeTemp()
 		return nil, fmt.Errorf("embedded: cannot listen on %s: %w", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), err)
+	}
+	if cfg.SyncInterval == SyncAlways {
+		opts.SyncAlways = true
+	} else {
+		opts.SyncInterval = cfg.SyncInterval
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

@@ -88,7 +88,7 @@ func run(ctx context.Context, o options) error {
 	defer cancel()
 	var store *natsstore.Store
 	for {
-		store, err = natsstore.NewConn(openCtx, nc, natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2})
+		store, err = natsstore.NewConn(openCtx, nc, natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2, MaxTTL: o.ttl})
 		if err == nil || openCtx.Err() != nil {
 			break
 		}

@@ -1,0 +1,357 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// checkInterval is how often a store checks its bucket and server when
+// nothing else made it (a reconnect, an error that may mean a change, a key
+// that vanished).
+const checkInterval = 30 * time.Second
+
+// Bounds of the pause between attempts of a check that could not reach the
+// server.
+const (
+	recheckMin = 100 * time.Millisecond
+	recheckMax = 5 * time.Second
+)
+
+// Check reads the bucket's configuration and the server's capabilities now,
+// as the store does after every reconnect, every 30 seconds, and whenever an
+// answer of the server may mean that the bucket changed. It returns nil when
+// the bucket is fit for leases, a *BucketError (matching
+// lease.ErrStoreConfig) when the store stopped because it is not, and an
+// error matching lease.ErrUnavailable when the server could not be asked.
+//
+// A check also detects a server that lost its per-message TTLs: the store
+// then falls back to ExpiryObserved (an ExpiryFallback event), or stops if
+// Config.Expiry is ExpiryServer.
+func (s *Store) Check(ctx context.Context) error {
+	deadline, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return s.checkSince(ctx, deadline, time.Now())
+}
+
+// Err returns the *BucketError that stopped the store, or nil while it
+// works.
+func (s *Store) Err() error {
+	if be := s.broken.Load(); be != nil {
+		return be
+	}
+	return nil
+}
+
+// MaxTTL returns the bucket's maximum lease TTL: the longest TTL the store
+// accepts, and how long it waits before taking a key that vanished without
+// a release.
+func (s *Store) MaxTTL() time.Duration { return s.maxTTL }
+
+// checker runs one check of the bucket at a time, and lets callers share
+// the result of a check that began after the moment they care about.
+type checker struct {
+	slot  chan struct{} // holds a token while a check runs
+	begun time.Time     // when the last finished check began
+	done  bool          // a check has finished
+	err   error         // its result
+}
+
+// checkSince returns the result of a check of the bucket that began at or
+// after since: the last one's if it did, or a new one's.
+func (s *Store) checkSince(ctx context.Context, deadline time.Time, since time.Time) error {
+	if be := s.broken.Load(); be != nil {
+		return be
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	select {
+	case s.checks.slot <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.checks.slot }()
+	if s.checks.done && !s.checks.begun.Before(since) {
+		return s.checks.err
+	}
+	begun := time.Now()
+	err := s.check(ctx)
+	s.checks.begun, s.checks.done, s.checks.err = begun, true, err
+	return err
+}
+
+// check compares the bucket and the server with what the store opened.
+func (s *Store) check(ctx context.Context) error {
+	if be := s.broken.Load(); be != nil {
+		return be
+	}
+	if s.js == nil {
+		return nil // a store over a fake bucket, in tests
+	}
+	top := s.top.Load() // before the request: the stream had it then
+	f, err := readFacts(ctx, s.js, s.bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketDeleted,
+			Detail: fmt.Sprintf("its stream KV_%s no longer exists (nats kv rm?)", s.bucket),
+			Fix:    "the store never creates a bucket it has opened; " + fixRestart})
+	case err != nil:
+		return unavailable(ctx, "check bucket "+s.bucket, err)
+	}
+	if !f.created.Equal(s.created) {
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketRecreated,
+			Detail: fmt.Sprintf("it was created again at %s (it was created at %s when the store opened it): its leases "+
+				"were lost, and its revisions may have restarted below tokens already issued",
+				f.created.UTC().Format(time.RFC3339Nano), s.created.UTC().Format(time.RFC3339Nano)),
+			Fix: fixRestart})
+	}
+	if why := f.unreadable(); why != "" {
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: why,
+			Fix: "run the nats-server version that wrote the bucket again, then " + fixRestart})
+	}
+	if f.lastSeq < top {
+		return s.regressed("", top, f.lastSeq)
+	}
+	s.sawRevision(f.lastSeq)
+	if problems := bucketProblems(f.cfg); len(problems) > 0 {
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,
+			Detail: "its configuration was edited: " + joinProblems(problems),
+			Fix:    "restore the configuration natsstore creates (nats stream edit KV_" + s.bucket + "), then " + fixRestart})
+	}
+	maxTTL, recorded, err := recordedMaxTTL(s.bucket, f.cfg)
+	switch {
+	case !recorded && f.noMetadata:
+		// A server before 2.10 (one that replaced a newer server on the
+		// same store) does not report metadata: the bucket still records
+		// what the store read when it opened it.
+	case err != nil:
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: err.Error(), Fix: fixRestart})
+	case recorded && maxTTL != s.maxTTL, !recorded && s.maxRecorded:
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,
+			Detail: fmt.Sprintf("its maximum lease TTL (metadata %s) changed from %q to %q: contenders may now wait "+
+				"less than a holder's TTL", metaMaxTTL, s.maxRecordedText(), f.cfg.Metadata[metaMaxTTL]),
+			Fix: "restore the metadata, then " + fixRestart})
+	}
+	if s.Expiry() == ExpiryServer {
+		if why := ttlMissing(f); why != "" {
+			if s.cfg.Expiry == ExpiryServer {
+				return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemServerDowngraded,
+					Detail: why + ", and Config.Expiry is ExpiryServer",
+					Fix:    "run nats-server 2.11 or later with the bucket as natsstore created it, or use ExpiryAuto"})
+			}
+			s.fallBack(why)
+		}
+	}
+	return nil
+}
+
+// maxRecordedText describes the maximum lease TTL the bucket recorded when
+// the store opened it.
+func (s *Store) maxRecordedText() string {
+	if !s.maxRecorded {
+		return ""
+	}
+	return s.maxTTL.String()
+}
+
+// fallBack makes the store judge expiry by observation from now on.
+func (s *Store) fallBack(why string) {
+	if !s.mode.CompareAndSwap(uint32(ExpiryServer), uint32(ExpiryObserved)) {
+		return
+	}
+	s.log.Warn("natsstore: "+why+"; expiry is judged by contenders watching for an unchanged revision "+
+		"for a lease's TTL from now on", "bucket", s.bucket)
+	s.emit(ExpiryFallback{Bucket: s.bucket, Reason: why})
+}
+
+// halt stops the store with be, unless it stopped already, and reports it.
+// It returns the error the store stopped with.
+func (s *Store) halt(be *BucketError) *BucketError {
+	if !s.broken.CompareAndSwap(nil, be) {
+		return s.broken.Load()
+	}
+	s.log.Error("natsstore: the store stopped: "+be.Error(), "bucket", s.bucket, "problem", be.Problem.String())
+	if be.Problem != ProblemSequenceRegression {
+		s.emit(BucketUnusable{Bucket: s.bucket, Problem: be.Problem, Reason: be.Detail})
+	}
+	return be
+}
+
+// regressed stops the store: key (or the stream, for "") showed revision
+// got after revision highest had been seen.
+func (s *Store) regressed(key string, highest, got uint64) *BucketError {
+	where := "the stream ends"
+	if key != "" {
+		where = fmt.Sprintf("key %q is", key)
+	}
+	be := &BucketError{Bucket: s.bucket, Problem: ProblemSequenceRegression,
+		Detail: fmt.Sprintf("%s at revision %d, below revision %d seen before", where, got, highest),
+		Fix:    fixRegression}
+	if s.broken.CompareAndSwap(nil, be) {
+		s.log.Error("natsstore: the store stopped: "+be.Error(), "bucket", s.bucket, "problem", be.Problem.String())
+		s.emit(SequenceRegression{Bucket: s.bucket, Key: key, Highest: highest, Got: got})
+		return be
+	}
+	return s.broken.Load()
+}
+
+// sawRevision records that the stream has reached revision rev.
+func (s *Store) sawRevision(rev uint64) {
+	for {
+		top := s.top.Load()
+		if rev <= top || s.top.CompareAndSwap(top, rev) {
+			return
+		}
+	}
+}
+
+// keyTop returns the highest revision seen under key, 0 if none.
+func (s *Store) keyTop(key string) uint64 {
+	st, _ := s.keys.get(key)
+	return st.top
+}
+
+// acked checks the acknowledgement of a write to key sent when the highest
+// revision seen was before: it must be from the bucket's stream and above
+// every revision seen before the write, or the server issues revisions (and
+// fencing tokens) again.
+func (s *Store) acked(key string, ack *jetstream.PubAck, before uint64) error {
+	if ack.Stream != "" && ack.Stream != "KV_"+s.bucket {
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketRecreated,
+			Detail: fmt.Sprintf("writes to its keys are stored in stream %q, not KV_%s", ack.Stream, s.bucket),
+			Fix:    fixRestart})
+	}
+	return s.landed(key, ack.Sequence, before)
+}
+
+// landed checks the revision of a write of ours to key, sent when the
+// highest revision seen was before.
+func (s *Store) landed(key string, rev, before uint64) error {
+	if rev <= before {
+		return s.regressed(key, before, rev)
+	}
+	s.sawRevision(rev)
+	return nil
+}
+
+// poke asks the monitor for a check of the bucket soon.
+func (s *Store) poke() {
+	select {
+	case s.pokes <- struct{}{}:
+	default:
+	}
+}
+
+// monitor checks the bucket after every reconnect, every checkInterval, and
+// when poked, until the store closes or stops. A check owed after a
+// reconnect is retried until the server answers it.
+func (s *Store) monitor() {
+	var reconnected chan nats.Status
+	if s.nc != nil {
+		reconnected = s.nc.StatusChanged(nats.CONNECTED)
+	}
+	s.watches.Add(1)
+	go func() {
+		defer s.watches.Done()
+		if reconnected != nil {
+			defer s.nc.RemoveStatusListener(reconnected)
+		}
+		tick := time.NewTicker(checkInterval)
+		defer tick.Stop()
+		var retry <-chan time.Time
+		pause := recheckMin
+		for {
+			select {
+			case <-s.life.Done():
+				return
+			case _, ok := <-reconnected:
+				if !ok {
+					reconnected = nil
+					continue
+				}
+			case <-tick.C:
+			case <-s.pokes:
+			case <-retry:
+			}
+			ctx, cancel := context.WithTimeout(s.life, s.cfg.timeout())
+			deadline, _ := ctx.Deadline()
+			err := s.checkSince(ctx, deadline, time.Now())
+			cancel()
+			switch {
+			case isBucketError(err):
+				return // stopped for good
+			case err != nil && s.life.Err() == nil:
+				s.log.Debug("natsstore: checking the bucket failed; retrying", "err", err, "pause", pause)
+				retry = time.After(pause)
+				pause = min(2*pause, recheckMax)
+			default:
+				retry, pause = nil, recheckMin
+			}
+		}
+	}()
+}
+
+// failOp translates the error of an operation. A *BucketError passes
+// through. An error that may mean that the bucket or the server changed
+// (no stream answered, stream not found, per-message TTLs refused, a value
+// too large) has the bucket checked first, so that a permanent change
+// reports lease.ErrStoreConfig instead of lease.ErrUnavailable forever; the
+// rest is fail's.
+func (s *Store) failOp(ctx context.Context, deadline time.Time, what string, err error) error {
+	var be *BucketError
+	if errors.As(err, &be) {
+		return fmt.Errorf("natsstore: %s: %w", what, be)
+	}
+	if mayMeanChange(err) && ctx.Err() == nil {
+		if cerr := s.checkSince(ctx, deadline, time.Now()); errors.As(cerr, &be) {
+			return fmt.Errorf("natsstore: %s: %w (the server said: %v)", what, be, err)
+		}
+	}
+	return s.fail(ctx, what, err)
+}
+
+// mayMeanChange reports whether err, an answer of the server, may mean that
+// the bucket or the server changed.
+func mayMeanChange(err error) bool {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case jetstream.JSErrCodeStreamNotFound, jetstream.JSErrCodeStreamMessageExceedsMaximum,
+		errCodeMessageTTLInvalid, errCodeMessageTTLDisabled:
+		return true
+	}
+	return false
+}
+
+// JetStream API error codes nats.go does not name.
+const (
+	errCodeMessageTTLInvalid  jetstream.ErrorCode = 10165 // invalid per-message TTL
+	errCodeMessageTTLDisabled jetstream.ErrorCode = 10166 // per-message TTL is disabled
+)
+
+// worse returns the error of a read made to resolve a write's unknown
+// outcome when it stopped the store, and the write's error otherwise.
+func worse(writeErr, readErr error) error {
+	if isBucketError(readErr) {
+		return readErr
+	}
+	return writeErr
+}
+
+// isBucketError reports whether err is, or wraps, a *BucketError.
+func isBucketError(err error) bool {
+	var be *BucketError
+	return errors.As(err, &be)
+}

@@ -1,0 +1,223 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// serverExpiryGrace is how long past its TTL a held revision may stay
+// unchanged in ExpiryServer mode before a contender concludes that the
+// server is not expiring it (a server before 2.11 accepts the Nats-TTL
+// header and ignores it) and judges that key by observation instead. It
+// covers the server's expiry timer and a loaded server; safety does not
+// depend on it (the observation rule is safe on its own).
+const serverExpiryGrace = 2 * time.Second
+
+// verdict is what judge decided about a key's last message.
+type verdict struct {
+	free   bool         // Acquire may write at rev
+	rev    uint64       // the revision to write at
+	holder lease.Holder // the holder, when not free; zero if unknown
+}
+
+// judge decides whether c may take the key whose last message is m (Sequence
+// 0 for an empty subject).
+func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error) {
+	key := c.LeaseID
+	if m.Sequence == 0 {
+		return s.judgeEmpty(key), nil
+	}
+	rev := m.Sequence
+	switch kind, rec, err := s.classify(key, m); kind {
+	case msgCorrupt:
+		s.keys.put(key, keyState{rev: rev})
+		if s.keys.note(key, rev, notedCorrupt) {
+			var ce *CorruptError
+			if errors.As(err, &ce) {
+				s.log.Warn("natsstore: "+ce.Error(), "lease", key, "revision", rev)
+				s.emit(CorruptKey{Bucket: s.bucket, Key: key, Revision: rev, Reason: ce.Reason})
+			}
+		}
+		return verdict{}, err
+	case msgFree:
+		if rec.Kind != kindReleased {
+			// An expiry marker. A bucket edited to have a MaxAge writes the
+			// same marker when it removes a held value early: trust it only
+			// once a check begun after it was read found no MaxAge.
+			if st, ok := s.keys.get(key); !ok || st.rev != rev || !st.free {
+				if err := s.confirmExpiry(ctx, deadline, key); err != nil {
+					return verdict{}, err
+				}
+			}
+		}
+		s.keys.put(key, keyState{rev: rev, free: true})
+		return verdict{free: true, rev: rev}, nil
+	case msgHeld:
+		st := heldState(rev, rec)
+		if rec.Term == c.Term && rec.Owner == c.OwnerID {
+			// Our own term's write, which landed although we did not learn
+			// it: take it over with a new write (and a new token).
+			s.keys.put(key, st)
+			return verdict{free: true, rev: rev}, nil
+		}
+		if ttl, ok := msgTTL(m); ok && s.Expiry() == ExpiryServer {
+			// The server expires it. If it stays unchanged well past its
+			// TTL, the server is not doing so: judge it by observation.
+			wait := max(ttl, roundUpSecond(rec.TTL)) + serverExpiryGrace
+			if !s.keys.observe(key, st, wait) {
+				return verdict{holder: rec.holder(rev)}, nil
+			}
+			if s.keys.note(key, rev, notedFallback) {
+				reason := fmt.Sprintf("revision %d stayed unchanged for %v, longer than its TTL of %v: the server "+
+					"is not expiring it (a server before 2.11 ignores per-message TTLs)", rev, wait, ttl)
+				s.log.Warn("natsstore: "+reason+"; judged expired by observation", "lease", key)
+				s.emit(ExpiryFallback{Bucket: s.bucket, Key: key, Reason: reason})
+			}
+			return verdict{free: true, rev: rev}, nil
+		}
+		if s.keys.observe(key, st, rec.TTL) {
+			s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
+				"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
+			return verdict{free: true, rev: rev}, nil
+		}
+		return verdict{holder: rec.holder(rev)}, nil
+	default: // msgRemoved: deleted or purged by someone else than its owner
+		if s.keys.observe(key, keyState{rev: rev, gone: true}, s.maxTTL) {
+			return verdict{free: true, rev: rev}, nil
+		}
+		if s.keys.note(key, rev, notedVanished) {
+			s.vanished(key, rev, false)
+		}
+		return verdict{}, nil
+	}
+}
+
+// judgeEmpty decides whether a key whose subject is empty is free. A
+// subject is empty when the key was never used, when the marker of its
+// release or expiry ran out, or when a stream purge removed whatever was
+// there, leaving no trace: a held value's holder may then act until its TTL
+// runs out. So an empty subject is free at once only if this store knows
+// nothing of the key, last saw it free, or saw it so long ago that the
+// key's own expiry explains the emptiness as well as a purge does (server
+// mode: the value's TTL and its expiry marker's have both run out since);
+// otherwise the key vanished, and is free once the bucket's maximum lease
+// TTL has passed.
+func (s *Store) judgeEmpty(key string) verdict {
+	prev, known := s.keys.get(key)
+	if !known || prev.free || !prev.gone && s.stale(prev) {
+		s.keys.put(key, keyState{free: true})
+		return verdict{free: true}
+	}
+	if s.keys.observe(key, keyState{gone: true}, s.maxTTL) {
+		s.keys.put(key, keyState{free: true})
+		return verdict{free: true}
+	}
+	if prev.rev != 0 {
+		s.vanished(key, prev.rev, true)
+	}
+	return verdict{}
+}
+
+// stale reports whether a sighting of a key is too old to tell a purge from
+// the key's own expiry: in server mode, once the TTL of the value seen (if
+// any) and the bucket's marker TTL have passed since, the server would have
+// emptied the subject by itself had nobody written the key again. Without
+// per-message TTLs nothing expires, and no sighting is stale.
+func (s *Store) stale(st keyState) bool {
+	if s.Expiry() != ExpiryServer {
+		return false
+	}
+	return s.keys.now().Sub(st.seen) > roundUpSecond(st.ttl)+s.markerTTL+serverExpiryGrace
+}
+
+// vanished reports a key that disappeared without a release, and has the
+// bucket checked: a deleted or re-created bucket empties every key.
+func (s *Store) vanished(key string, rev uint64, emptied bool) {
+	ev := KeyVanished{Bucket: s.bucket, Key: key, Revision: rev, Emptied: emptied}
+	s.log.Warn("natsstore: "+ev.String(), "lease", key, "wait", s.maxTTL)
+	s.emit(ev)
+	s.poke()
+}
+
+// confirmExpiry returns nil once a check of the bucket that began now found
+// it sound (in particular without a MaxAge), and the check's error
+// otherwise.
+func (s *Store) confirmExpiry(ctx context.Context, deadline time.Time, key string) error {
+	err := s.checkSince(ctx, deadline, time.Now())
+	var be *BucketError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &be):
+		return fmt.Errorf("natsstore: acquire %s: %w", key, be)
+	default:
+		return unavailable(ctx, "acquire "+key+": check the bucket before trusting an expiry marker", err)
+	}
+}
+
+// msgTTL returns the per-message TTL a message was written with.
+func msgTTL(m *jetstream.RawStreamMsg) (time.Duration, bool) {
+	v := m.Header.Get(jetstream.MsgTTLHeader)
+	if v == "" {
+		return 0, false
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, true
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 && n < 1<<33 {
+		return time.Duration(n) * time.Second, true
+	}
+	return 0, false
+}
+
+type msgKind uint8
+
+const (
+	msgCorrupt msgKind = iota // the zero value is the safe one: never free
+	msgHeld                   // a held record
+	msgFree                   // a release marker of ours or an expiry marker
+	msgRemoved                // a delete or purge marker of someone else
+)
+
+// classify reads a key's last message.
+func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record, error) {
+	switch m.Header.Get(hdrOperation) {
+	case opDelete:
+		if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased {
+			return msgFree, r, nil
+		}
+		return msgRemoved, record{}, nil
+	case opPurge:
+		return msgRemoved, record{}, nil
+	case "":
+	default:
+		return msgCorrupt, record{}, s.corrupt(key, m.Sequence, fmt.Sprintf("unknown KV operation %q", m.Header.Get(hdrOperation)))
+	}
+	switch reason := m.Header.Get(hdrMarkerReason); reason {
+	case "":
+	case reasonMaxAge:
+		return msgFree, record{}, nil
+	default: // "Purge", "Remove": removed through the stream API
+		return msgRemoved, record{}, nil
+	}
+	r, err := parseRecord(m.Data)
+	switch {
+	case err != nil:
+		return msgCorrupt, r, s.corrupt(key, m.Sequence, err.Error())
+	case r.Kind != kindHeld:
+		return msgCorrupt, r, s.corrupt(key, m.Sequence, "a "+r.Kind.String()+" record outside a delete marker")
+	}
+	return msgHeld, r, nil
+}
+
+func (s *Store) corrupt(key string, rev uint64, reason string) error {
+	return fmt.Errorf("%w; delete it: nats kv del %s %s", &CorruptError{Bucket: s.bucket, Key: key, Revision: rev, Reason: reason},
+		s.bucket, key)
+}
