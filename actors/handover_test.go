@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -115,5 +116,61 @@ func TestStandbyTakesOverAfterExpiryThroughTheWatch(t *testing.T) {
 		require.NoError(t, runB.stop())
 		cut.Heal()
 		require.NoError(t, runA.stop())
+	})
+}
+
+// heldOnly is a store whose watch reports writes but never a free key, as a
+// store that judges expiry by observation (natsstore on a server before
+// 2.11) reports no expiry.
+type heldOnly struct{ *leasetest.FaultStore }
+
+func (h heldOnly) Watch(ctx context.Context, id string) (<-chan lease.Event, error) {
+	in, err := h.FaultStore.Watch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan lease.Event, 1)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if ev.Kind == lease.EventHeld {
+				select {
+				case out <- ev:
+				default:
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// A standby whose store reports no expiry tries again one TTL after the
+// last write it saw, not at its next poll: the takeover after a crash is
+// about a TTL, not a TTL plus the retry interval.
+func TestStandbyTriesAgainOneTTLAfterTheLastWriteItSaw(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		lc := lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, StandbyRetryInterval: time.Hour}
+		aStore := leasetest.NewFaultStore(r.mem)
+		cfgA := r.config("node-a", (&counter{}).workload(), lc)
+		cfgA.Store = aStore
+		runA := start(r.supervisor(t, cfgA))
+		synctest.Wait()
+		cfgB := r.config("node-b", (&counter{}).workload(), lc)
+		cfgB.Store = heldOnly{r.faults}
+		runB := start(r.supervisor(t, cfgB))
+		time.Sleep(5 * time.Second) // node-b saw the renewals at 2 and 4 s
+		crash := time.Now()
+		aStore.FailAll(leasetest.OpAll, lease.ErrUnavailable) // node-a is gone: its key expires at 14 s
+		time.Sleep(20 * time.Second)
+		acquired, at := all[Acquired](r.rec)
+		require.Len(t, acquired, 2)
+		assert.Equal(t, "node-b", acquired[1].OwnerID)
+		took := at[1].Sub(crash)
+		assert.Greater(t, took, 8*time.Second, "not before node-a's key expired")
+		assert.Less(t, took, 10*time.Second, "one TTL after the last renewal it saw, not after an hour's poll")
+		require.NoError(t, runB.stop())
+		aStore.Heal()
+		_ = runA.stop()
 	})
 }

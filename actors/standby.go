@@ -166,6 +166,13 @@ func (s *supervisor) watchEvent(c actor.Context, msg watchEvent) {
 	case lease.EventHeld:
 		if msg.ev.Holder.Term != s.claimTerm {
 			s.sawHolder(msg.ev.Holder)
+			// A store that judges expiry by observation (natsstore on an old
+			// server) frees the key once it has seen this write unchanged
+			// for its TTL, counted from this event: try then, not at the
+			// next poll.
+			if ttl := msg.ev.Holder.TTL; ttl > 0 && !time.Now().Before(s.holdOff) {
+				s.arm(min(ttl+time.Millisecond, s.s.retryDelay()))
+			}
 			s.publish()
 		}
 	}
