@@ -238,108 +238,74 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 
 // Renew implements lease.Store: one conditional write of a new value with the
 // lease's TTL, at l.Revision. When the key has moved on, it reads it: a later
-// renewal of the same acquisition by the same owner (a write of ours that
-// landed after we gave up on it) is recognised and renewed; anything else is
-// ErrLost. A *BucketError (lease.ErrStoreConfig) means that the store
-// stopped, and the lease must be given up at once.
+// renewal of the same term (a write of ours that landed after we gave up on
+// it) is recognised and renewed; anything else is ErrLost.
 func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
-		return l, err
-	}
-	deadline, err := s.begin(ctx)
-	if err != nil {
-		return l, err
-	}
-
 	rec := record{Kind: kindHeld, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token), TTL: ttlMillis(l.TTL), Meta: l.Meta}
-	expect, acquiredAt, err := s.precheck(ctx, deadline, "renew", l)
+	rev, err := s.rewrite(ctx, "renew", l, rec)
 	if err != nil {
 		return l, err
 	}
-	rec.Acquired = acquiredAt
-	moved := false // a refused write was followed by a change of the key
-	for attempt := range maxAttempts {
-		rec.Nonce = rand.Uint64()
-		before := s.top.Load()
-		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.ttlFor(l.TTL))
-		var m *jetstream.RawStreamMsg
-		switch outcome(ctx, err) {
-		case written:
-			s.keys.put(l.ID, heldState(ack.Sequence, rec))
-			l.Revision = ack.Sequence
-			return l, nil
-		case conflict:
-			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
-			}
-			if m.Sequence == expect {
-				if err := pause(ctx, attempt); err != nil {
-					return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
-				}
-			} else {
-				moved = true
-			}
-		case unknown:
-			rerr := err
-			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return l, s.failOp(ctx, deadline, "renew "+l.ID, worse(rerr, err))
-			}
-			if r, ok := heldRecord(m); ok && r.Term == l.Term && r.Nonce == rec.Nonce {
-				if err := s.landed(l.ID, m.Sequence, before); err != nil {
-					return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
-				}
-				s.keys.put(l.ID, heldState(m.Sequence, rec))
-				l.Revision = m.Sequence
-				return l, nil
-			}
-			if m != nil && m.Sequence == expect {
-				return l, s.failOp(ctx, deadline, "renew "+l.ID, fmt.Errorf("the renewal did not land (yet): %w", rerr))
-			}
-		default:
-			return l, s.failOp(ctx, deadline, "renew "+l.ID, err)
-		}
-		if !ours(m, l) {
-			return l, s.lost(ctx, deadline, l, m)
-		}
-		expect = m.Sequence
-	}
-	return l, gaveUp("renew "+l.ID, moved, expect)
+	l.Revision = rev
+	return l, nil
 }
 
 // Release implements lease.Store: a delete marker written at l.Revision,
 // carrying a release record so that contenders know the owner let go
 // (and need not wait, as they do after an operator's delete).
 func (s *Store) Release(ctx context.Context, l lease.Lease) error {
+	_, err := s.rewrite(ctx, "release", l, record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)})
+	return err
+}
+
+// rewrite writes rec (a renewal or a release of l) over l's key with a
+// compare-and-swap on the revision l last wrote, and returns the revision
+// of the write. When the key has moved on, it reads it: a later write of the
+// same term (a renewal of ours that landed after we gave up on it) is
+// written over again; anything else is ErrLost. A write whose outcome is
+// unknown is read back, and recognised by its nonce.
+func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec record) (uint64, error) {
 	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
-		return err
+		return 0, err
 	}
 	deadline, err := s.begin(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-
-	rec := record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)}
-	expect, acquiredAt, err := s.precheck(ctx, deadline, "release", l)
+	what := op + " " + l.ID
+	expect, acquiredAt, err := s.precheck(ctx, deadline, op, l)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rec.Acquired = acquiredAt
+	ttl := s.ttlFor(l.TTL)
+	if rec.Kind == kindReleased {
+		ttl = s.releaseTTL()
+	}
+	done := func(rev uint64) uint64 {
+		if rec.Kind == kindReleased {
+			s.keys.put(l.ID, keyState{rev: rev, free: true})
+		} else {
+			s.keys.put(l.ID, heldState(rev, rec))
+		}
+		return rev
+	}
 	moved := false // a refused write was followed by a change of the key
 	for attempt := range maxAttempts {
 		rec.Nonce = rand.Uint64()
-		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, s.releaseTTL())
+		before := s.top.Load()
+		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, ttl)
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
 		case written:
-			s.keys.put(l.ID, keyState{rev: ack.Sequence, free: true})
-			return nil
+			return done(ack.Sequence), nil
 		case conflict:
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return s.failOp(ctx, deadline, "release "+l.ID, err)
+				return 0, s.failOp(ctx, deadline, what, err)
 			}
 			if m.Sequence == expect {
 				if err := pause(ctx, attempt); err != nil {
-					return s.failOp(ctx, deadline, "release "+l.ID, err)
+					return 0, s.failOp(ctx, deadline, what, err)
 				}
 			} else {
 				moved = true
@@ -347,26 +313,48 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 		case unknown:
 			rerr := err
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return s.failOp(ctx, deadline, "release "+l.ID, worse(rerr, err))
+				return 0, s.failOp(ctx, deadline, what, worse(rerr, err))
 			}
-			if m != nil && m.Header.Get(hdrOperation) == opDelete {
-				if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased && r.Term == l.Term && r.Nonce == rec.Nonce {
-					s.keys.put(l.ID, keyState{rev: m.Sequence, free: true})
-					return nil
+			if isWrite(m, rec) {
+				if err := s.landed(l.ID, m.Sequence, before); err != nil {
+					return 0, s.failOp(ctx, deadline, what, err)
 				}
+				return done(m.Sequence), nil
 			}
 			if m != nil && m.Sequence == expect {
-				return s.failOp(ctx, deadline, "release "+l.ID, fmt.Errorf("the release did not land (yet): %w", rerr))
+				return 0, s.failOp(ctx, deadline, what, fmt.Errorf("the %s did not land (yet): %w", opNoun(op), rerr))
 			}
 		default:
-			return s.failOp(ctx, deadline, "release "+l.ID, err)
+			return 0, s.failOp(ctx, deadline, what, err)
 		}
 		if !ours(m, l) {
-			return s.lost(ctx, deadline, l, m)
+			return 0, s.lost(ctx, deadline, l, m)
 		}
 		expect = m.Sequence
 	}
-	return gaveUp("release "+l.ID, moved, expect)
+	return 0, gaveUp(what, moved, expect)
+}
+
+// isWrite reports whether m is the write of rec: the same kind (a release
+// is a delete marker), term and nonce.
+func isWrite(m *jetstream.RawStreamMsg, rec record) bool {
+	if rec.Kind == kindHeld {
+		r, ok := heldRecord(m)
+		return ok && r.Term == rec.Term && r.Nonce == rec.Nonce
+	}
+	if m == nil || m.Header.Get(hdrOperation) != opDelete {
+		return false
+	}
+	r, err := parseRecord(m.Data)
+	return err == nil && r.Kind == kindReleased && r.Term == rec.Term && r.Nonce == rec.Nonce
+}
+
+// opNoun names the write of op in messages.
+func opNoun(op string) string {
+	if op == "renew" {
+		return "renewal"
+	}
+	return op
 }
 
 // lost explains why l is not held any more, from the key's last message m.
