@@ -56,12 +56,6 @@ func (r *recorder) leader() (leaderSeen, bool) {
 	return r.leaders[len(r.leaders)-1], true
 }
 
-func (r *recorder) count() int {
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
-	return len(r.issued)
-}
-
 // run runs the example and returns its summary; every child process has
 // exited when it returns.
 func run(ctx context.Context, o options) (*summary, error) {

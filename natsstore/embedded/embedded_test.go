@@ -3,10 +3,8 @@ package embedded_test
 import (
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,12 +111,8 @@ func port(t *testing.T, s string) int {
 
 // Importing natsstore alone must not compile nats-server.
 func TestNatsstoreDoesNotImportServer(t *testing.T) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go command to list dependencies with")
-		}
-	}
+	gobin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command lists the dependencies")
 	out, err := exec.Command(gobin, "list", "-deps", "github.com/asterforge/aster/natsstore").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	deps := string(out)
