@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/asterforge/aster/monitor"
 	"github.com/asterforge/aster/natsstore"
 )
 
@@ -76,7 +75,7 @@ func runLeases(ctx context.Context, c *cli, args []string) error {
 		if r.Token != 0 {
 			token = strconv.FormatUint(r.Token, 10)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.LeaseID, state, dash(r.OwnerID), meta(r.Meta),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.LeaseID, state, dash(r.OwnerID), monitor.FormatMeta(r.Meta),
 			dash(r.Term), token, dash(r.Age), dash(r.ValidLeft), r.Expiry)
 	}
 	return w.Flush()
@@ -121,25 +120,6 @@ func human(d time.Duration) string {
 		days := d / (24 * time.Hour)
 		return strconv.Itoa(int(days)) + "d" + (d - days*24*time.Hour).Round(time.Hour).String()
 	}
-}
-
-// meta prints metadata as k=v pairs, sorted.
-func meta(m map[string]string) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	// Escape only what would make the list ambiguous.
-	esc := strings.NewReplacer("%", "%25", ",", "%2C", "=", "%3D", " ", "%20")
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + esc.Replace(m[k])
-	}
-	return strings.Join(parts, ",")
 }
 
 func dash(s string) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/monitor"
 	"github.com/asterforge/aster/natsstore"
 )
 
@@ -75,31 +76,9 @@ func runWatch(ctx context.Context, c *cli, args []string) error {
 				return err
 			}
 		} else {
-			fmt.Fprintln(c.stdout, describe(o, prev, n == 0))
+			fmt.Fprintln(c.stdout, monitor.Describe(o, prev, n == 0))
 		}
 		prev = o
 	}
 	return nil
-}
-
-// describe prints an observation on one line; prev is the one before
-// (unless first).
-func describe(o, prev lease.Observation, first bool) string {
-	at := o.Seen.Format("15:04:05.000")
-	switch {
-	case !o.Held:
-		if first {
-			return fmt.Sprintf("%s  %s  free", at, o.LeaseID)
-		}
-		return fmt.Sprintf("%s  %s  free (was %s, token %d)", at, o.LeaseID, dash(prev.Holder.OwnerID), prev.Holder.Token)
-	case o.Holder.OwnerID == "":
-		return fmt.Sprintf("%s  %s  held by a value that is not a lease (revision %d): nobody can take it until it is deleted",
-			at, o.LeaseID, o.Revision)
-	}
-	line := fmt.Sprintf("%s  %s  held by %s  token %d  term %s  ttl %v  meta %s", at, o.LeaseID, o.Holder.OwnerID,
-		o.Holder.Token, o.Holder.Term, o.Holder.TTL, meta(o.Holder.Meta))
-	if !first && prev.Held && prev.Holder.OwnerID != "" {
-		line += fmt.Sprintf("  (handover from %s, token %d)", prev.Holder.OwnerID, prev.Holder.Token)
-	}
-	return line
 }

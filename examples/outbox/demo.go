@@ -18,6 +18,8 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/asterforge/aster/examples/internal/demo"
+	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/monitor"
 	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/natsstore/embedded"
 )
@@ -125,6 +127,28 @@ func run(ctx context.Context, o options) (*summary, error) {
 		}
 	}()
 	defer func() { wcancel(); <-watched }()
+
+	// What an operator running `aster watch` beside the demo sees: one line
+	// per change of holder, from the lease key alone.
+	observations, err := lease.Observe(wctx, store, o.leaseID)
+	if err != nil {
+		return nil, fmt.Errorf("observing the lease: %w", err)
+	}
+	asterWatch := demo.NewPrefixWriter(con, "aster watch │ ")
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		var prev lease.Observation
+		for first := true; ; first = false {
+			ob, ok := <-observations
+			if !ok {
+				return
+			}
+			fmt.Fprintln(asterWatch, monitor.Describe(ob, prev, first))
+			prev = ob
+		}
+	}()
+	defer func() { wcancel(); <-observed }()
 
 	defer d.stopAll() // runs first: instances need the hub and NATS to shut down
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -116,6 +117,7 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 			// The watch wakes a standby at once; polling is the fallback.
 			StandbyRetryInterval: cfg.ttl,
 		},
+		Meta:     map[string]string{"instance": cfg.name, "pid": strconv.Itoa(os.Getpid())}, // who leads, for aster leases and aster watch
 		Store:    store,
 		Workload: actors.WorkloadTree(d.tree),
 		Logger:   log,
