@@ -28,6 +28,9 @@ const (
 	DefaultReconnectWait = 250 * time.Millisecond
 	// DefaultConnectTimeout bounds one connection attempt of Dial.
 	DefaultConnectTimeout = 2 * time.Second
+	// DefaultWatchCheckInterval is how often a watch checks that it is
+	// alive.
+	DefaultWatchCheckInterval = 2 * time.Second
 )
 
 // ExpiryMode says who decides that a lease has expired.
@@ -106,6 +109,13 @@ type Config struct {
 	// OnEvent, when not nil, receives every Event the store reports, on
 	// the store's goroutines. It must not block.
 	OnEvent func(Event)
+
+	// WatchCheckInterval is how often each watch checks that it is alive:
+	// it reads the key's last revision (one small request to the stream
+	// leader) and re-creates a watch that has not delivered it within half
+	// an interval (WatchStalled). 0 means DefaultWatchCheckInterval;
+	// negative disables the check.
+	WatchCheckInterval time.Duration
 }
 
 // DialOptions says how Dial connects. The zero value connects to
@@ -209,6 +219,8 @@ func (c Config) validate() error {
 		return bad("Timeout", "must not be negative, got %v", c.Timeout)
 	case c.CloseTimeout < 0:
 		return bad("CloseTimeout", "must not be negative, got %v", c.CloseTimeout)
+	case c.WatchCheckInterval > 0 && c.WatchCheckInterval < minWatchCheckInterval:
+		return bad("WatchCheckInterval", "must be at least %v, got %v", minWatchCheckInterval, c.WatchCheckInterval)
 	case c.Domain != "" && c.APIPrefix != "":
 		return bad("Domain", "set Domain or APIPrefix, not both")
 	}

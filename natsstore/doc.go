@@ -71,7 +71,12 @@
 //
 // Watch reports the key's state and then every change, coalesced: a standby
 // learns of a release or an expiry within a millisecond or so instead of
-// polling. The watch is re-created after every reconnect (a KV watch stays
-// silent for many seconds after a server restart otherwise). Events are
-// hints: a standby still calls Acquire, and still polls now and then.
+// polling. A KV watch can fall silent without an error (its consumer lost
+// with a server, or stalled by unanswered flow control), so the store keeps
+// its watches alive: it re-creates a watch after every reconnect and
+// whenever it ends, with briefly bounded attempts retried quickly, and every
+// Config.WatchCheckInterval it reads the key's last revision and re-creates
+// a watch that has not delivered it (WatchStalled, then WatchRecovered).
+// Events are hints: a standby still calls Acquire, and still polls now and
+// then.
 package natsstore

@@ -41,7 +41,8 @@ type Store struct {
 	mu      sync.Mutex // guards closed with watches.Add
 	closed  atomic.Bool
 	watches sync.WaitGroup // every goroutine of the store
-	running atomic.Int64   // watches not yet stopped
+	running atomic.Int64   // watches (and their teardowns) not yet stopped
+	health  health         // what the store learned about its watches (liveness.go)
 	once    sync.Once
 	err     error // Close's answer
 }
