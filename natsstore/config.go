@@ -31,6 +31,10 @@ const (
 	// DefaultWatchCheckInterval is how often a watch checks that it is
 	// alive.
 	DefaultWatchCheckInterval = 2 * time.Second
+	// DefaultIsolationTimeout is how long JetStream may be unreachable
+	// through the server a connection made by Dial uses before the store
+	// moves to another server.
+	DefaultIsolationTimeout = 2 * time.Second
 )
 
 // ExpiryMode says who decides that a lease has expired.
@@ -116,6 +120,16 @@ type Config struct {
 	// an interval (WatchStalled). 0 means DefaultWatchCheckInterval;
 	// negative disables the check.
 	WatchCheckInterval time.Duration
+
+	// IsolationTimeout is how long JetStream may be unreachable through
+	// the server the connection uses, while the connection knows other
+	// servers, before the store reconnects to another one
+	// (nats.Conn.ForceReconnect; ServerIsolated). Keep it well below the
+	// lease TTLs. 0 means DefaultIsolationTimeout for a connection made by
+	// Dial, and never for a connection given to NewConn or New, whose other
+	// users a forced reconnect would disturb: set it to opt in. Negative
+	// disables it.
+	IsolationTimeout time.Duration
 }
 
 // DialOptions says how Dial connects. The zero value connects to
@@ -221,6 +235,8 @@ func (c Config) validate() error {
 		return bad("CloseTimeout", "must not be negative, got %v", c.CloseTimeout)
 	case c.WatchCheckInterval > 0 && c.WatchCheckInterval < minWatchCheckInterval:
 		return bad("WatchCheckInterval", "must be at least %v, got %v", minWatchCheckInterval, c.WatchCheckInterval)
+	case c.IsolationTimeout > 0 && c.IsolationTimeout < minIsolationTimeout:
+		return bad("IsolationTimeout", "must be at least %v, got %v", minIsolationTimeout, c.IsolationTimeout)
 	case c.Domain != "" && c.APIPrefix != "":
 		return bad("Domain", "set Domain or APIPrefix, not both")
 	}

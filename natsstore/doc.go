@@ -79,4 +79,12 @@
 // a watch that has not delivered it (WatchStalled, then WatchRecovered).
 // Events are hints: a standby still calls Acquire, and still polls now and
 // then.
+//
+// # Isolated servers
+//
+// When JetStream stops answering through the server the connection uses
+// (typically a server cut off from its cluster) for longer than
+// Config.IsolationTimeout, a store whose connection Dial made reconnects to
+// another server (ServerIsolated), so that a holder there can keep renewing
+// on the majority side.
 package natsstore

@@ -102,8 +102,20 @@ type WatchRecovered struct {
 	Silent time.Duration // how long the watch was silent in all
 }
 
+// ServerIsolated reports that JetStream was unreachable through the server
+// the store's connection uses for longer than Config.IsolationTimeout while
+// the connection knows other servers (typically a server cut off from the
+// rest of its cluster): the store reconnects to another server.
+type ServerIsolated struct {
+	Bucket      string
+	Server      string        // the server left, as its URL without credentials
+	Unavailable time.Duration // how long JetStream was unreachable through it
+	Reason      string        // the last error
+}
+
 func (WatchStalled) isEvent()   {}
 func (WatchRecovered) isEvent() {}
+func (ServerIsolated) isEvent() {}
 
 func (e WatchStalled) String() string {
 	return fmt.Sprintf("bucket %q key %q: the watch has been silent for %v and is being re-created: %s",
@@ -113,4 +125,9 @@ func (e WatchStalled) String() string {
 func (e WatchRecovered) String() string {
 	return fmt.Sprintf("bucket %q key %q: the watch delivers again after %v of silence",
 		e.Bucket, e.Key, e.Silent.Round(time.Millisecond))
+}
+
+func (e ServerIsolated) String() string {
+	return fmt.Sprintf("bucket %q: JetStream unreachable through %s for %v (%s); reconnecting to another server",
+		e.Bucket, e.Server, e.Unavailable.Round(time.Millisecond), e.Reason)
 }

@@ -24,10 +24,11 @@ const (
 	rewatchAttempt = time.Second
 )
 
-// health is what the store learned about its watches, shared by its
-// goroutines.
+// health is what the store learned about its watches and about JetStream's
+// reachability, shared by its goroutines.
 type health struct {
 	createdIn atomic.Int64 // how long the last watch creation took, in nanoseconds
+	isolation isolation    // see isolation.go
 }
 
 func (c Config) watchCheck() time.Duration {

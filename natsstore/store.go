@@ -42,7 +42,7 @@ type Store struct {
 	closed  atomic.Bool
 	watches sync.WaitGroup // every goroutine of the store
 	running atomic.Int64   // watches (and their teardowns) not yet stopped
-	health  health         // what the store learned about its watches (liveness.go)
+	health  health         // watch creation times, JetStream's reachability (liveness.go)
 	once    sync.Once
 	err     error // Close's answer
 }
@@ -161,6 +161,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.followConn()
+	s.watchIsolation(prefix)
 
 	// Probe the subjects every operation uses, so that a user without
 	// permission learns it now, clearly, and not as a timeout later.
