@@ -50,6 +50,24 @@ func moveStreamLeader(t *testing.T, nc *nats.Conn, c *natstest.Cluster, to *nats
 	}, 30*time.Second, 100*time.Millisecond, "the stream leader did not move to %s", to.Name())
 }
 
+// renewAgain renews l until it succeeds, each attempt bounded like a
+// watchdog's, for at most 45 s (a hang guard).
+func renewAgain(t *testing.T, s *natsstore.Store, l lease.Lease) lease.Lease {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := s.Renew(ctx, l)
+		cancel()
+		require.NotErrorIs(t, err, lease.ErrLost)
+		if err == nil {
+			return r
+		}
+		require.True(t, time.Now().Before(deadline), "renewals still fail: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // The stream leader's server stops. A watcher connected to another server,
 // whose watch's consumer lived on the stopped one, keeps its connection:
 // only its liveness check can tell that the watch is dead. A watcher
@@ -103,11 +121,7 @@ func TestWatchFollowsStreamLeaderStop(t *testing.T) {
 
 	moveStreamLeader(t, nc, c, host)
 	host.Shutdown()
-	l = awaitNoError(t, func() (lease.Lease, error) {
-		r, err := owner.Renew(ctxT(t), l)
-		require.NotErrorIs(t, err, lease.ErrLost)
-		return r, err
-	})
+	l = renewAgain(t, owner, l)
 	require.NoError(t, owner.Release(ctxT(t), l))
 	awaitBeforePoll(t, stayEvents, lease.EventFree, l.Revision+1)
 	awaitBeforePoll(t, movingEvents, lease.EventFree, l.Revision+1)
@@ -162,11 +176,7 @@ func TestWatchReturnsWhenPartitionHeals(t *testing.T) {
 	assert.Contains(t, stalled.Cause, "did not answer")
 
 	p.Heal()
-	l = awaitNoError(t, func() (lease.Lease, error) {
-		r, err := owner.Renew(ctxT(t), l)
-		require.NotErrorIs(t, err, lease.ErrLost)
-		return r, err
-	})
+	l = renewAgain(t, owner, l)
 	require.NoError(t, owner.Release(ctxT(t), l))
 	awaitBeforePoll(t, events, lease.EventFree, l.Revision+1)
 	awaitStoreEvent[natsstore.WatchRecovered](t, rec)

@@ -42,8 +42,9 @@ func TestWatchAndIsolationDefaults(t *testing.T) {
 	}
 }
 
-// Only a request JetStream did not answer, or answered that it is
-// unavailable, counts towards isolation.
+// A request JetStream did not answer, answered that it is unavailable, or
+// refused as a conflict counts towards isolation; only a write or a
+// consumer the cluster agreed on ends it.
 func TestIsolationNotes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -53,7 +54,8 @@ func TestIsolationNotes(t *testing.T) {
 	}{
 		{"answered", nil, nil, false},
 		{"not found", jetstream.ErrMsgNotFound, nil, false},
-		{"conflict", &jetstream.APIError{Code: http.StatusBadRequest, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}, nil, false},
+		{"conflict", &jetstream.APIError{Code: http.StatusBadRequest, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}, nil, true},
+		{"other answer", &jetstream.APIError{Code: http.StatusBadRequest, ErrorCode: jetstream.JSErrCodeStreamNotFound}, nil, false},
 		{"unavailable", &jetstream.APIError{Code: http.StatusServiceUnavailable, ErrorCode: 10008}, nil, true},
 		{"legacy unavailable", &nats.APIError{Code: http.StatusServiceUnavailable, ErrorCode: 10008}, nil, true},
 		{"timeout", context.DeadlineExceeded, nil, true},
@@ -74,10 +76,12 @@ func TestIsolationNotes(t *testing.T) {
 			if tc.ctx != nil {
 				ctx = tc.ctx()
 			}
-			iso.note(ctx, time.Now(), tc.err)
+			iso.note(ctx, time.Now(), tc.err, true)
 			assert.Equal(t, tc.failed, iso.failed.Load() != 0)
-			iso.note(context.Background(), time.Now(), nil)
-			assert.Zero(t, iso.unansweredFor(), "an answer ends the silence")
+			iso.note(context.Background(), time.Now(), nil, false)
+			assert.Equal(t, tc.failed, iso.failed.Load() != 0, "a read answered does not end the silence")
+			iso.note(context.Background(), time.Now(), nil, true)
+			assert.Zero(t, iso.unansweredFor(), "a write acknowledged ends the silence")
 		})
 	}
 }
