@@ -31,9 +31,9 @@ const (
 	// DefaultWatchCheckInterval is how often a watch checks that it is
 	// alive.
 	DefaultWatchCheckInterval = 2 * time.Second
-	// DefaultIsolationTimeout is how long JetStream may be unreachable
-	// through the server a connection made by Dial uses before the store
-	// moves to another server.
+	// DefaultIsolationTimeout is how long the requests of a store whose
+	// connection Dial made may fail before it checks whether its server is
+	// cut off from the cluster (Config.IsolationTimeout).
 	DefaultIsolationTimeout = 2 * time.Second
 )
 
@@ -121,14 +121,16 @@ type Config struct {
 	// negative disables the check.
 	WatchCheckInterval time.Duration
 
-	// IsolationTimeout is how long JetStream may be unreachable through
-	// the server the connection uses, while the connection knows other
-	// servers, before the store reconnects to another one
-	// (nats.Conn.ForceReconnect; ServerIsolated). Keep it well below the
-	// lease TTLs. 0 means DefaultIsolationTimeout for a connection made by
-	// Dial, and never for a connection given to NewConn or New, whose other
-	// users a forced reconnect would disturb: set it to opt in. Negative
-	// disables it.
+	// IsolationTimeout is how long the store's requests may fail while
+	// connected before it asks for the bucket's stream information (one
+	// request per IsolationTimeout/4 at most, only while they fail), and,
+	// when that shows the stream out of reach through this server and the
+	// connection knows other servers, reconnects to another one
+	// (nats.Conn.ForceReconnect; ServerIsolated): a server cut off from its
+	// cluster keeps its clients. Keep it well below the lease TTLs. 0 means
+	// DefaultIsolationTimeout for a connection made by Dial, and never for a
+	// connection given to NewConn or New, whose other users a forced
+	// reconnect would disturb: set it to opt in. Negative disables it.
 	IsolationTimeout time.Duration
 }
 

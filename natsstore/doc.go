@@ -82,9 +82,10 @@
 //
 // # Isolated servers
 //
-// When JetStream stops answering through the server the connection uses
-// (typically a server cut off from its cluster) for longer than
-// Config.IsolationTimeout, a store whose connection Dial made reconnects to
-// another server (ServerIsolated), so that a holder there can keep renewing
-// on the majority side.
+// When the store's requests have been failing for longer than
+// Config.IsolationTimeout and the bucket's stream is out of reach through
+// the server the connection uses (typically a server cut off from its
+// cluster, which keeps its clients), a store whose connection Dial made
+// reconnects to another server (ServerIsolated), so that a holder there can
+// keep renewing on the majority side.
 package natsstore

@@ -102,15 +102,16 @@ type WatchRecovered struct {
 	Silent time.Duration // how long the watch was silent in all
 }
 
-// ServerIsolated reports that JetStream was unreachable through the server
-// the store's connection uses for longer than Config.IsolationTimeout while
-// the connection knows other servers (typically a server cut off from the
-// rest of its cluster): the store reconnects to another server.
+// ServerIsolated reports that the bucket's stream was out of reach through
+// the server the store's connection uses, the store's requests failing for
+// longer than Config.IsolationTimeout, while the connection knows other
+// servers (typically a server cut off from the rest of its cluster): the
+// store reconnects to another server.
 type ServerIsolated struct {
 	Bucket      string
 	Server      string        // the server left, as its URL without credentials
-	Unavailable time.Duration // how long JetStream was unreachable through it
-	Reason      string        // the last error
+	Unavailable time.Duration // how long the store's requests had been failing
+	Reason      string        // what the check found
 }
 
 func (WatchStalled) isEvent()   {}

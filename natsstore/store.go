@@ -42,7 +42,7 @@ type Store struct {
 	closed  atomic.Bool
 	watches sync.WaitGroup // every goroutine of the store
 	running atomic.Int64   // watches (and their teardowns) not yet stopped
-	health  health         // watch creation times, JetStream's reachability (liveness.go)
+	health  health         // watch creation times, failing requests (liveness.go, isolation.go)
 	once    sync.Once
 	err     error // Close's answer
 }
