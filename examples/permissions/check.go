@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -231,11 +232,26 @@ const (
 func (e *env) useLease(ctx context.Context, user string) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	// The store re-creates a watch that stalls: a stall is seen by its
+	// event, not by a watch that never catches up.
+	var stalled atomic.Pointer[natsstore.WatchStalled]
+	cfg := e.cfg
+	cfg.OnEvent = func(ev natsstore.Event) {
+		if s, ok := ev.(natsstore.WatchStalled); ok {
+			stalled.CompareAndSwap(nil, &s)
+		}
+	}
 	store, err := natsstore.Dial(ctx, natsstore.DialOptions{URLs: []string{e.url}, User: user, Password: "pw",
-		InboxPrefix: e.inbox}, e.cfg)
+		InboxPrefix: e.inbox}, cfg)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if s := stalled.Load(); s != nil && err == nil {
+			err = fmt.Errorf("the watch stalled (%s) and had to be re-created: is the flow control subject "+
+				"$JS.FC.KV_%s.> allowed?", s.Cause, e.cfg.Bucket)
+		}
+	}()
 	defer func() { err = errors.Join(err, store.Close()) }()
 	events, err := store.Watch(ctx, "permissions.check")
 	if err != nil {
