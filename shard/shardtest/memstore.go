@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asterforge/aster/internal/eventqueue"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/shard"
@@ -144,7 +145,7 @@ func (s *MemStore) WatchPrefix(ctx context.Context, prefix string) ([]lease.Even
 		return nil, nil, lease.ErrClosed
 	}
 	defer s.mu.Unlock()
-	w := &prefixWatch{prefix: prefix, pending: map[string]lease.Event{}, signal: make(chan struct{}, 1)}
+	w := &prefixWatch{prefix: prefix, queue: eventqueue.New()}
 	s.watches[w] = struct{}{}
 	var current []lease.Event
 	for k := range s.keys {
@@ -156,9 +157,13 @@ func (s *MemStore) WatchPrefix(ctx context.Context, prefix string) ([]lease.Even
 		}
 	}
 	out := make(chan lease.Event)
+	pctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.life, cancel)
 	s.wg.Go(func() {
 		defer close(out)
-		w.pump(ctx, s.life, out)
+		defer stop()
+		defer cancel()
+		w.queue.Pump(pctx, out)
 		s.mu.Lock()
 		delete(s.watches, w)
 		s.mu.Unlock()
@@ -182,62 +187,10 @@ func (s *MemStore) Close() error {
 	return err
 }
 
-// prefixWatch is one WatchPrefix: a queue that keeps the latest event of
-// each lease, in the order the leases first changed.
+// prefixWatch is one WatchPrefix.
 type prefixWatch struct {
-	prefix  string
-	mu      sync.Mutex
-	order   []string
-	pending map[string]lease.Event
-	signal  chan struct{}
+	prefix string
+	queue  *eventqueue.Queue
 }
 
-func (w *prefixWatch) push(ev lease.Event) {
-	w.mu.Lock()
-	if _, ok := w.pending[ev.LeaseID]; !ok {
-		w.order = append(w.order, ev.LeaseID)
-	}
-	w.pending[ev.LeaseID] = ev
-	w.mu.Unlock()
-	select {
-	case w.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (w *prefixWatch) pop() (lease.Event, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.order) == 0 {
-		return lease.Event{}, false
-	}
-	id := w.order[0]
-	w.order = w.order[1:]
-	ev := w.pending[id]
-	delete(w.pending, id)
-	return ev, true
-}
-
-// pump sends the queued events to out until ctx or life ends.
-func (w *prefixWatch) pump(ctx, life context.Context, out chan<- lease.Event) {
-	for {
-		ev, ok := w.pop()
-		if !ok {
-			select {
-			case <-w.signal:
-				continue
-			case <-ctx.Done():
-				return
-			case <-life.Done():
-				return
-			}
-		}
-		select {
-		case out <- ev:
-		case <-ctx.Done():
-			return
-		case <-life.Done():
-			return
-		}
-	}
-}
+func (w *prefixWatch) push(ev lease.Event) { w.queue.Push(ev) }
