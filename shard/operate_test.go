@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -245,5 +246,86 @@ func TestRange(t *testing.T) {
 	assert.Equal(t, "fleet.members.node-a", shard.MemberKey("fleet", "node-a"))
 	for _, n := range []int{1, 10, 100} {
 		assert.Len(t, shard.Range(fmt.Sprint("r", n), n), n)
+	}
+}
+
+// TestFailedWorkloadRestarts: a shard whose workload fails is restarted by
+// its member's restart policy. With even shares it stays where it was; with
+// uneven ones the member it leaves for a moment may lose its larger share,
+// and the shard moves once at most.
+func TestFailedWorkloadRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		members, shards, maxMoves int
+		late                      bool // the last member joins after the others balanced
+	}{
+		{members: 2, shards: 8, maxMoves: 0},
+		{members: 3, shards: 10, maxMoves: 1},
+		{members: 3, shards: 10, maxMoves: 1, late: true},
+		{members: 4, shards: 11, maxMoves: 1, late: true},
+	} {
+		t.Run(fmt.Sprintf("%d on %d late %v", tc.shards, tc.members, tc.late), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, tc.shards)
+				var mu sync.Mutex
+				fail := map[string]chan struct{}{} // closed: the shard's workload fails
+				failing := func(s string) chan struct{} {
+					mu.Lock()
+					defer mu.Unlock()
+					if fail[s] == nil {
+						fail[s] = make(chan struct{})
+					}
+					return fail[s]
+				}
+				r.tune = func(c *shard.Config) {
+					c.Workload = func(s string) actors.Workload {
+						return actors.WorkloadFunc(func(ctx context.Context, _ lease.Token) error {
+							select {
+							case <-ctx.Done():
+								return nil
+							case <-failing(s):
+								mu.Lock()
+								fail[s] = nil // once
+								mu.Unlock()
+								return errors.New("a transient failure")
+							}
+						})
+					}
+					c.Restart = actors.RestartPolicy{Backoff: supervision.Backoff{Base: 100 * time.Millisecond, Cap: 100 * time.Millisecond}}
+				}
+				for i := range tc.members {
+					if tc.late && i == tc.members-1 {
+						r.awaitBalance(time.Now(), time.Second)
+					}
+					r.start(fmt.Sprintf("node-%d", i))
+				}
+				r.awaitBalance(time.Now(), time.Second)
+				total := 0
+				for round := range 3 {
+					// The victim: the first shard of a member with the larger share.
+					counts, holders := r.table(), r.holders()
+					victim := ""
+					for _, s := range r.shards {
+						if counts[holders[s]] == (tc.shards+tc.members-1)/tc.members {
+							victim = s
+							break
+						}
+					}
+					mark := r.check.mark()
+					close(failing(victim))
+					time.Sleep(5 * time.Second)
+					r.awaitBalance(time.Now(), time.Second)
+					moves := 0
+					for _, ev := range since[shard.ShardStarted](r.check, mark) {
+						if ev.From != "" {
+							moves++
+						}
+					}
+					t.Logf("round %d: %s failed on %s; %d moves; now on %s", round, victim, holders[victim], moves, r.holders()[victim])
+					total += moves
+				}
+				assert.LessOrEqual(t, total, tc.maxMoves, "a failing shard moves once at most, then stays")
+				r.check.safe(t)
+			})
+		})
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 // Place computes where every shard should run: a pure function of the
 // shards, the members, and who holds each shard now (holders maps a shard to
-// the OwnerID of its current or last holder; shards it does not name, and
-// holders that are not members, count as free). Every instance that sees
+// its holder's OwnerID; shards it does not name, and holders that are not
+// members, count as free). Every instance that sees
 // the same members and holders computes the same placement, whatever the
 // order of its inputs; duplicates are ignored. It returns shard → member,
 // with every shard placed, or an empty map when there are no members.

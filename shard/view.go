@@ -27,7 +27,7 @@ type view struct {
 type entry struct {
 	holder lease.Holder // the current holder, or the last one once free
 	held   bool
-	prev   string    // the OwnerID of the holder before holder
+	prev   string    // the OwnerID of the term before holder's
 	rev    uint64    // the revision of the last event applied
 	seen   time.Time // when an event last said it was held
 }
@@ -86,7 +86,7 @@ func (v *view) apply(ev lease.Event, now time.Time) change {
 		if isMember && !maps.Equal(h.Meta, e.holder.Meta) {
 			changed = true
 		}
-		if h.OwnerID != e.holder.OwnerID {
+		if h.Token != e.holder.Token || h.Term != e.holder.Term { // a new term
 			e.prev = e.holder.OwnerID
 		}
 		e.holder, e.held, e.seen = h, true, now
@@ -182,14 +182,16 @@ func ownerOf(id string, e *entry, prefix string) string {
 	return strings.TrimPrefix(id, prefix+membersInfix)
 }
 
-// holders returns, for placement, the current or last holder of every
-// shard: a shard released and not taken yet still counts as its last
-// holder's, so that a workload's restart, or a handover under way, does
-// not move it again.
+// holders returns, for placement, the holder of every held shard. A shard
+// released and not taken yet counts as free, although its last holder may
+// be about to take it again: which holder was last is not something every
+// instance can know (a watch may skip intermediate events, and a new
+// instance sees none), and an input that views cannot agree on could leave
+// a shard placed, in every view, on some other member.
 func (v *view) holders() map[string]string {
 	out := make(map[string]string, len(v.shards))
 	for s, e := range v.shards {
-		if e.holder.OwnerID != "" {
+		if e.held && e.holder.OwnerID != "" {
 			out[s] = e.holder.OwnerID
 		}
 	}
