@@ -117,9 +117,10 @@ type hostActor struct {
 	lastErr         error
 	lastErrAt       time.Time
 
-	settleArmed bool
-	sweep       *time.Timer
-	settleTimer *time.Timer
+	settleArmed  bool
+	sweep        *time.Timer
+	settleTimer  *time.Timer
+	rewatchTimer *time.Timer
 }
 
 func newHostActor(h *Host, fatal chan<- error) *hostActor {
@@ -578,11 +579,10 @@ func (a *hostActor) armSweep() {
 }
 
 func (a *hostActor) stopTimers() {
-	if a.sweep != nil {
-		a.sweep.Stop()
-	}
-	if a.settleTimer != nil {
-		a.settleTimer.Stop()
+	for _, t := range []*time.Timer{a.sweep, a.settleTimer, a.rewatchTimer} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 }
 
@@ -648,7 +648,7 @@ func (a *hostActor) watchEnded(msg dirEnded) {
 	a.logAttrs(slog.LevelWarn, "the fleet's watch ended; opening it again", slog.Any("error", msg.err),
 		slog.Duration("pause", a.rewatch))
 	gen, root, self := a.watchGen, a.sys.Root, a.self
-	time.AfterFunc(a.rewatch, func() { root.Send(self, rewatchTick{gen: gen}) })
+	a.rewatchTimer = time.AfterFunc(a.rewatch, func() { root.Send(self, rewatchTick{gen: gen}) })
 	a.rewatch = min(2*a.rewatch, rewatchMax)
 }
 

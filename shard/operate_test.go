@@ -15,6 +15,7 @@ import (
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/shard"
+	"github.com/asterforge/aster/shard/shardtest"
 	"github.com/asterforge/aster/supervision"
 )
 
@@ -328,4 +329,53 @@ func TestFailedWorkloadRestarts(t *testing.T) {
 			})
 		})
 	}
+}
+
+// flakyDir is a Directory whose first watch fails and whose watches the
+// test can end.
+type flakyDir struct {
+	*shardtest.MemStore
+	mu     sync.Mutex
+	calls  int
+	cancel context.CancelFunc
+}
+
+func (d *flakyDir) WatchPrefix(ctx context.Context, prefix string) ([]lease.Event, <-chan lease.Event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	if d.calls == 1 {
+		return nil, nil, fmt.Errorf("%w: not yet", lease.ErrUnavailable)
+	}
+	ctx, d.cancel = context.WithCancel(ctx)
+	return d.MemStore.WatchPrefix(ctx, prefix)
+}
+
+func (d *flakyDir) cut() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cancel()
+}
+
+// TestWatchReopens: the fleet's watch is opened again when it fails or
+// ends, and its fresh snapshot replaces what was missed meanwhile.
+func TestWatchReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 8)
+		dir := &flakyDir{MemStore: r.mem}
+		r.tune = func(c *shard.Config) { c.Directory = dir }
+		a := r.start("node-a")
+		r.tune = nil
+		r.start("node-b")
+		r.awaitBalance(time.Now(), 2*time.Second)
+		assert.Contains(t, a.host.Status().LastError, "not yet")
+
+		dir.cut()
+		r.leave("node-b") // while node-a's watch is down
+		took := r.awaitBalance(time.Now(), 2*time.Second)
+		t.Logf("balanced %v after the watch was cut", took)
+		assert.Equal(t, 8, a.host.Status().Owned)
+		assert.Equal(t, 3, dir.calls)
+		r.check.safe(t)
+	})
 }
