@@ -89,7 +89,7 @@ func (c Config) Validate() error {
 		return &lease.FieldError{Field: "Lease.LeaseID", Reason: "must be empty: the host derives one per shard, got " + quote(c.Lease.LeaseID)}
 	}
 	lc := c.Lease
-	lc.LeaseID = memberKey(c.Prefix, c.Lease.OwnerID)
+	lc.LeaseID = MemberKey(c.Prefix, c.Lease.OwnerID)
 	if err := lc.Validate(); err != nil {
 		return fmt.Errorf("%w (the membership lease of OwnerID %q)", err, c.Lease.OwnerID)
 	}
@@ -121,7 +121,7 @@ func ValidateShards(prefix string, shards []string) error {
 		if s == "" {
 			return &lease.FieldError{Field: "Shards", Reason: "a shard name is empty"}
 		}
-		if err := lease.ValidateLeaseID(shardKey(prefix, s)); err != nil {
+		if err := lease.ValidateLeaseID(ShardKey(prefix, s)); err != nil {
 			return &lease.FieldError{Field: "Shards", Reason: fmt.Sprintf("shard %q: %v", s, err)}
 		}
 	}
@@ -164,10 +164,7 @@ const (
 
 // MemberKey returns the lease ID under which the instance ownerID announces
 // itself in the fleet named prefix.
-func MemberKey(prefix, ownerID string) string { return memberKey(prefix, ownerID) }
+func MemberKey(prefix, ownerID string) string { return prefix + membersInfix + ownerID }
 
 // ShardKey returns the lease ID that guards shard in the fleet named prefix.
-func ShardKey(prefix, shard string) string { return shardKey(prefix, shard) }
-
-func memberKey(prefix, owner string) string { return prefix + membersInfix + owner }
-func shardKey(prefix, shard string) string  { return prefix + shardsInfix + shard }
+func ShardKey(prefix, shard string) string { return prefix + shardsInfix + shard }

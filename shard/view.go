@@ -115,7 +115,7 @@ func (v *view) reset(evs []lease.Event, now time.Time) change {
 		}
 	}
 	for s, e := range v.shards {
-		if e.held && !inSnapshot[shardKey(v.prefix, s)] {
+		if e.held && !inSnapshot[ShardKey(v.prefix, s)] {
 			e.held = false
 			c.holders = true
 		}
@@ -161,7 +161,7 @@ func (v *view) memberIDs() []string {
 
 // member returns the entry of a member by OwnerID.
 func (v *view) member(owner string) (*entry, bool) {
-	e, ok := v.members[memberKey(v.prefix, owner)]
+	e, ok := v.members[MemberKey(v.prefix, owner)]
 	if ok && e.held {
 		return e, true
 	}
