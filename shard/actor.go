@@ -135,6 +135,7 @@ func (a *hostActor) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		a.self, a.sys = c.Self(), c.ActorSystem()
+		a.h.ref.Store(&hostRef{sys: a.sys, pid: a.self}) // before any supervisor reports
 		a.shards = a.h.Shards()
 		a.startWatch()
 		a.startMember(c)
@@ -375,8 +376,7 @@ func (a *hostActor) updateState() {
 
 // startShard starts the shard's supervisor.
 func (a *hostActor) startShard(c actor.Context, s string) {
-	root, self := a.sys.Root, a.self
-	sup, err := a.h.supervisor(s, func(ev actors.Event) { root.Send(self, leaseReport{shard: s, ev: ev}) })
+	sup, err := a.h.supervisor(s)
 	if err != nil {
 		until := time.Now().Add(a.h.cfg.quarantine())
 		a.quarantined[s] = until
@@ -396,7 +396,6 @@ func (a *hostActor) startMember(c actor.Context) {
 	cfg := a.h.cfg
 	lc := cfg.Lease
 	lc.LeaseID = MemberKey(cfg.Prefix, a.owner)
-	root, self := a.sys.Root, a.self
 	sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
 		Lease: lc, Store: cfg.Store, Meta: cfg.Meta, Restart: cfg.Restart,
 		Workload: actors.WorkloadFunc(func(ctx context.Context, _ lease.Token) error {
@@ -404,7 +403,7 @@ func (a *hostActor) startMember(c actor.Context) {
 			return nil
 		}),
 		Logger:  a.h.subLogger("membership", lc.LeaseID),
-		OnEvent: func(ev actors.Event) { root.Send(self, leaseReport{member: true, ev: ev}) },
+		OnEvent: func(ev actors.Event) { a.h.forward(leaseReport{member: true, ev: ev}) },
 	})
 	if err != nil { // cannot happen with a validated Config
 		a.failed(err)

@@ -110,7 +110,7 @@ func (h *Host) Run(ctx context.Context) error {
 		err = errors.Join(err, fmt.Errorf("%w: the shards were not handed over within %v", ErrHandoverFailed, budget))
 	}
 	t.Stop()
-	h.ref.CompareAndSwap(ref, nil)
+	h.ref.Store(nil)
 	if !stopAndWait(sys.ActorSystem, pid, budget) {
 		err = errors.Join(err, fmt.Errorf("%w: the host did not stop within %v", ErrHandoverFailed, budget))
 	}
@@ -202,10 +202,18 @@ func (h *Host) setState(s State) {
 	h.status.Store(&next)
 }
 
+// forward hands a lease supervisor's event to the running Host actor.
+func (h *Host) forward(r leaseReport) {
+	if ref := h.ref.Load(); ref != nil {
+		ref.sys.Root.Send(ref.pid, r)
+	}
+}
+
 // supervisor returns the shard's LeaseSupervisor, made the first time: one
-// per shard for the Host's life, so that a workload that has not stopped
-// keeps any new term of its shard from starting in this process.
-func (h *Host) supervisor(shard string, onEvent func(actors.Event)) (*actors.LeaseSupervisor, error) {
+// per shard for the Host's life (across Runs), so that a workload that has
+// not stopped keeps any new term of its shard from starting in this
+// process.
+func (h *Host) supervisor(shard string) (*actors.LeaseSupervisor, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sup := h.sups[shard]; sup != nil {
@@ -219,7 +227,8 @@ func (h *Host) supervisor(shard string, onEvent func(actors.Event)) (*actors.Lea
 	lc.LeaseID = ShardKey(h.cfg.Prefix, shard)
 	sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
 		Lease: lc, Store: h.cfg.Store, Workload: w, Meta: h.cfg.Meta, Restart: h.cfg.Restart,
-		Logger: h.subLogger("shard", shard), OnEvent: onEvent, MeterProvider: h.cfg.MeterProvider,
+		Logger: h.subLogger("shard", shard), MeterProvider: h.cfg.MeterProvider,
+		OnEvent: func(ev actors.Event) { h.forward(leaseReport{shard: shard, ev: ev}) },
 	})
 	if err != nil {
 		return nil, err

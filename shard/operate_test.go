@@ -225,6 +225,25 @@ func TestRunOnce(t *testing.T) {
 	})
 }
 
+// TestRunAgain: a Host runs again after Run returned, with the same shard
+// supervisors, whose events reach the new Run.
+func TestRunAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 4)
+		a := r.start("node-a")
+		r.awaitBalance(time.Now(), time.Second)
+		require.NoError(t, a.stop())
+		mark := r.check.mark()
+		ctx, cancel := context.WithCancel(context.Background())
+		a.cancel, a.err = cancel, nil
+		go func() { a.done <- a.host.Run(ctx) }()
+		r.awaitBalance(time.Now(), time.Second)
+		assert.Len(t, since[shard.ShardStarted](r.check, mark), 4)
+		assert.Equal(t, 4, a.host.Status().Owned)
+		r.check.safe(t)
+	})
+}
+
 // TestClosedStoreEndsRun: a store that refuses the watch for good ends Run
 // with its error.
 func TestClosedStoreEndsRun(t *testing.T) {
