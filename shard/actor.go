@@ -97,7 +97,6 @@ type hostActor struct {
 	shards  []string
 	plan    map[string]string
 	members map[string]map[string]string // OwnerID -> Meta, as last reported
-	moving  int
 
 	local       map[string]*local // by shard
 	byPID       map[string]*local // by PID id, with the membership
@@ -298,10 +297,10 @@ func (a *hostActor) reconcile(c actor.Context) {
 			}
 		}
 	}
-	if !maps.Equal(plan, a.plan) || moving != a.moving {
+	if !maps.Equal(plan, a.plan) {
 		a.emit(PlacementChanged{Members: len(members), Target: len(target), Moving: moving})
 	}
-	a.plan, a.moving = plan, moving
+	a.plan = plan
 
 	now := time.Now()
 	for _, s := range slices.Sorted(maps.Keys(target)) {

@@ -27,9 +27,10 @@ type MemberLeft struct {
 }
 
 // PlacementChanged: the placement this instance computes changed, because
-// the members, the shards or their holders did. Target is the number of
-// shards placed on this instance, Moving the number of shards the
-// placement moves from one member to another.
+// the members, the shards or their holders did (not while its moves are
+// made: they do not change it). Target is the number of shards placed on
+// this instance, Moving the number of shards the placement moves from one
+// member to another.
 type PlacementChanged struct {
 	Members int
 	Target  int

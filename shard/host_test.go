@@ -48,6 +48,8 @@ func TestFleetFollowsJoinsAndLeaves(t *testing.T) {
 				}
 			}
 			acquired := len(since[shard.ShardStarted](r.check, mark))
+			changes := len(since[shard.PlacementChanged](r.check, mark))
+			assert.LessOrEqual(t, changes, len(r.names())+1, "one placement change per member: the moves do not change it")
 			need := shard.MinMoves(r.shards, r.names(), before)
 			orphans := 0
 			for _, o := range before {
