@@ -584,72 +584,6 @@ func (a *hostActor) stopTimers() {
 	}
 }
 
-// startWatch opens the fleet's watch on a goroutine that forwards its
-// events.
-func (a *hostActor) startWatch() {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.watchGen++
-	a.watchCancel = cancel
-	gen, root, self := a.watchGen, a.sys.Root, a.self
-	dir, prefix := a.h.cfg.directory(), a.h.cfg.Prefix+"."
-	a.h.bg.Go(func() {
-		defer cancel()
-		current, changes, err := dir.WatchPrefix(ctx, prefix)
-		if err != nil {
-			if ctx.Err() == nil {
-				root.Send(self, dirEnded{gen: gen, err: err})
-			}
-			return
-		}
-		root.Send(self, dirSnapshot{gen: gen, evs: current})
-		for ev := range changes {
-			batch := []lease.Event{ev}
-		more:
-			for len(batch) < maxBatch {
-				select {
-				case ev, ok := <-changes:
-					if !ok {
-						break more
-					}
-					batch = append(batch, ev)
-				default:
-					break more
-				}
-			}
-			root.Send(self, dirEvents{gen: gen, evs: batch})
-		}
-		if ctx.Err() == nil {
-			root.Send(self, dirEnded{gen: gen})
-		}
-	})
-}
-
-// watchEnded opens the watch again after a pause, or gives up when the
-// store refuses it for good.
-func (a *hostActor) watchEnded(msg dirEnded) {
-	if msg.gen != a.watchGen {
-		return
-	}
-	a.watchCancel = nil
-	if msg.err != nil && (errors.Is(msg.err, lease.ErrInvalid) || errors.Is(msg.err, lease.ErrClosed)) {
-		a.failed(msg.err)
-		a.logAttrs(slog.LevelError, "the store refuses the fleet's watch", slog.Any("error", msg.err))
-		select {
-		case a.fatal <- fmt.Errorf("shard: watching the fleet: %w", msg.err):
-		default:
-		}
-		return
-	}
-	if msg.err != nil {
-		a.failed(msg.err)
-	}
-	a.logAttrs(slog.LevelWarn, "the fleet's watch ended; opening it again", slog.Any("error", msg.err),
-		slog.Duration("pause", a.rewatch))
-	gen, root, self := a.watchGen, a.sys.Root, a.self
-	a.rewatchTimer = time.AfterFunc(a.rewatch, func() { root.Send(self, rewatchTick{gen: gen}) })
-	a.rewatch = min(2*a.rewatch, rewatchMax)
-}
-
 // failed records err as the last error.
 func (a *hostActor) failed(err error) { a.lastErr, a.lastErrAt = err, time.Now() }
 
@@ -665,36 +599,4 @@ func (a *hostActor) logAttrs(level slog.Level, msg string, attrs ...slog.Attr) {
 		return
 	}
 	log.LogAttrs(context.Background(), level, msg, append([]slog.Attr{slog.String("owner_id", a.owner)}, attrs...)...)
-}
-
-// publish makes the current state what Status returns.
-func (a *hostActor) publish() {
-	st := Status{OwnerID: a.owner, Prefix: a.h.cfg.Prefix, State: a.state, Since: a.since,
-		Balanced: a.balanced, UnbalancedSince: a.unbalancedSince, MovedIn: a.movedIn, HandedOver: a.handedOver}
-	if a.lastErr != nil {
-		st.LastError, st.LastErrorAt = a.lastErr.Error(), a.lastErrAt
-	}
-	holds, targets := map[string]int{}, map[string]int{}
-	st.Shards = make([]ShardStatus, 0, len(a.shards))
-	for _, s := range a.shards {
-		ss := ShardStatus{Name: s, Target: a.plan[s], QuarantinedUntil: a.quarantined[s]}
-		if e, ok := a.view.shard(s); ok && e.held {
-			ss.Holder, ss.Token = e.holder.OwnerID, e.holder.Token
-			holds[ss.Holder]++
-		}
-		if ss.Target != "" {
-			targets[ss.Target]++
-		}
-		st.Shards = append(st.Shards, ss)
-	}
-	st.Target = targets[a.owner]
-	for _, id := range slices.Sorted(maps.Keys(a.members)) {
-		st.Members = append(st.Members, Member{OwnerID: id, Meta: a.members[id], Self: id == a.owner,
-			Holds: holds[id], Target: targets[id]})
-	}
-	sups := make(map[string]*actors.LeaseSupervisor, len(a.local))
-	for s, l := range a.local {
-		sups[s] = l.sup
-	}
-	a.h.status.Store(&snapshot{st: st, local: sups})
 }

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/asterforge/aster/actors"
@@ -107,4 +109,36 @@ type ShardStatus struct {
 	Local *actors.Status `json:"local,omitempty"`
 	// QuarantinedUntil is set while the shard's supervisor gave up here.
 	QuarantinedUntil time.Time `json:"quarantined_until,omitzero"`
+}
+
+// publish makes the current state what Status returns.
+func (a *hostActor) publish() {
+	st := Status{OwnerID: a.owner, Prefix: a.h.cfg.Prefix, State: a.state, Since: a.since,
+		Balanced: a.balanced, UnbalancedSince: a.unbalancedSince, MovedIn: a.movedIn, HandedOver: a.handedOver}
+	if a.lastErr != nil {
+		st.LastError, st.LastErrorAt = a.lastErr.Error(), a.lastErrAt
+	}
+	holds, targets := map[string]int{}, map[string]int{}
+	st.Shards = make([]ShardStatus, 0, len(a.shards))
+	for _, s := range a.shards {
+		ss := ShardStatus{Name: s, Target: a.plan[s], QuarantinedUntil: a.quarantined[s]}
+		if e, ok := a.view.shard(s); ok && e.held {
+			ss.Holder, ss.Token = e.holder.OwnerID, e.holder.Token
+			holds[ss.Holder]++
+		}
+		if ss.Target != "" {
+			targets[ss.Target]++
+		}
+		st.Shards = append(st.Shards, ss)
+	}
+	st.Target = targets[a.owner]
+	for _, id := range slices.Sorted(maps.Keys(a.members)) {
+		st.Members = append(st.Members, Member{OwnerID: id, Meta: a.members[id], Self: id == a.owner,
+			Holds: holds[id], Target: targets[id]})
+	}
+	sups := make(map[string]*actors.LeaseSupervisor, len(a.local))
+	for s, l := range a.local {
+		sups[s] = l.sup
+	}
+	a.h.status.Store(&snapshot{st: st, local: sups})
 }
