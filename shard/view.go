@@ -1,0 +1,207 @@
+package shard
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// view is what a Host knows of its fleet's leases, from its directory
+// watch: the members and who holds each shard. Only the Host's actor uses
+// it.
+type view struct {
+	prefix     string
+	defaultTTL time.Duration
+	members    map[string]*entry // by lease ID
+	shards     map[string]*entry // by shard name
+	// lastEvent is when the watch last reported anything: entries age only
+	// while it speaks, so that a silent watch freezes the view instead of
+	// emptying it.
+	lastEvent time.Time
+}
+
+// entry is one lease as last seen.
+type entry struct {
+	holder lease.Holder // the current holder, or the last one once free
+	held   bool
+	prev   string    // the OwnerID of the term before holder's
+	rev    uint64    // the revision of the last event applied
+	seen   time.Time // when an event last said it was held
+}
+
+// change says what an update changed.
+type change struct {
+	members bool // the set of members or their metadata
+	holders bool // who holds a shard, or whether it is held
+}
+
+func (c *change) add(o change) {
+	c.members = c.members || o.members
+	c.holders = c.holders || o.holders
+}
+
+func newView(prefix string, ttl time.Duration) *view {
+	return &view{prefix: prefix, defaultTTL: ttl, members: map[string]*entry{}, shards: map[string]*entry{}}
+}
+
+// locate returns the map an event's lease belongs to and its key there.
+// isMember tells the two apart.
+func (v *view) locate(leaseID string) (m map[string]*entry, key string, isMember, ok bool) {
+	if rest, ok := strings.CutPrefix(leaseID, v.prefix+membersInfix); ok && rest != "" {
+		return v.members, leaseID, true, true
+	}
+	if rest, ok := strings.CutPrefix(leaseID, v.prefix+shardsInfix); ok && rest != "" {
+		return v.shards, rest, false, true
+	}
+	return nil, "", false, false
+}
+
+// apply records one event.
+func (v *view) apply(ev lease.Event, now time.Time) change {
+	v.lastEvent = now
+	m, key, isMember, ok := v.locate(ev.LeaseID)
+	if !ok {
+		return change{}
+	}
+	e := m[key]
+	if e == nil {
+		if ev.Kind != lease.EventHeld {
+			return change{}
+		}
+		e = &entry{}
+		m[key] = e
+	}
+	if ev.Revision != 0 && ev.Revision < e.rev {
+		return change{} // older than what was seen (a re-created watch)
+	}
+	e.rev = max(e.rev, ev.Revision)
+	changed := false
+	switch ev.Kind {
+	case lease.EventHeld:
+		h := ev.Holder
+		changed = !e.held || h.OwnerID != e.holder.OwnerID
+		if isMember && !maps.Equal(h.Meta, e.holder.Meta) {
+			changed = true
+		}
+		if h.Token != e.holder.Token || h.Term != e.holder.Term { // a new term
+			e.prev = e.holder.OwnerID
+		}
+		e.holder, e.held, e.seen = h, true, now
+	case lease.EventFree:
+		changed, e.held = e.held, false
+	}
+	if isMember {
+		return change{members: changed}
+	}
+	return change{holders: changed}
+}
+
+// reset records a fresh snapshot of the watch: leases it does not report
+// held are free.
+func (v *view) reset(evs []lease.Event, now time.Time) change {
+	var c change
+	inSnapshot := map[string]bool{}
+	for _, ev := range evs {
+		inSnapshot[ev.LeaseID] = ev.Kind == lease.EventHeld
+		c.add(v.apply(ev, now))
+	}
+	for id, e := range v.members {
+		if e.held && !inSnapshot[id] {
+			e.held = false
+			c.members = true
+		}
+	}
+	for s, e := range v.shards {
+		if e.held && !inSnapshot[ShardKey(v.prefix, s)] {
+			e.held = false
+			c.holders = true
+		}
+	}
+	v.lastEvent = now
+	return c
+}
+
+// age frees the leases that have not been written for longer than their
+// TTL while the watch went on reporting others.
+func (v *view) age() change {
+	var c change
+	for i, m := range []map[string]*entry{v.members, v.shards} {
+		for _, e := range m {
+			ttl := e.holder.TTL
+			if ttl <= 0 {
+				ttl = v.defaultTTL
+			}
+			if e.held && v.lastEvent.Sub(e.seen) > ttl {
+				e.held = false
+				if i == 0 {
+					c.members = true
+				} else {
+					c.holders = true
+				}
+			}
+		}
+	}
+	return c
+}
+
+// memberIDs returns the OwnerIDs of the members, sorted.
+func (v *view) memberIDs() []string {
+	var out []string
+	for id, e := range v.members {
+		if e.held {
+			out = append(out, ownerOf(id, e, v.prefix))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// member returns the entry of a member by OwnerID.
+func (v *view) member(owner string) (*entry, bool) {
+	e, ok := v.members[MemberKey(v.prefix, owner)]
+	if ok && e.held {
+		return e, true
+	}
+	for id, e := range v.members {
+		if e.held && ownerOf(id, e, v.prefix) == owner {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+// ownerOf is the OwnerID of a member: its holder's, or its key's when the
+// holder could not be read.
+func ownerOf(id string, e *entry, prefix string) string {
+	if e.holder.OwnerID != "" {
+		return e.holder.OwnerID
+	}
+	return strings.TrimPrefix(id, prefix+membersInfix)
+}
+
+// holders returns, for placement, the holder of every held shard. A shard
+// released and not taken yet counts as free, although its last holder may
+// be about to take it again: which holder was last is not something every
+// instance can know (a watch may skip intermediate events, and a new
+// instance sees none), and an input that views cannot agree on could leave
+// a shard placed, in every view, on some other member.
+func (v *view) holders() map[string]string {
+	out := make(map[string]string, len(v.shards))
+	for s, e := range v.shards {
+		if e.held && e.holder.OwnerID != "" {
+			out[s] = e.holder.OwnerID
+		}
+	}
+	return out
+}
+
+// shard returns what is known of one shard.
+func (v *view) shard(name string) (e entry, ok bool) {
+	if p := v.shards[name]; p != nil {
+		return *p, true
+	}
+	return entry{}, false
+}

@@ -1,0 +1,77 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// startWatch opens the fleet's watch on a goroutine that forwards its
+// events.
+func (a *hostActor) startWatch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.watchGen++
+	a.watchCancel = cancel
+	gen, root, self := a.watchGen, a.sys.Root, a.self
+	dir, prefix := a.h.cfg.directory(), a.h.cfg.Prefix+"."
+	a.h.bg.Go(func() {
+		defer cancel()
+		current, changes, err := dir.WatchPrefix(ctx, prefix)
+		if err != nil {
+			if ctx.Err() == nil {
+				root.Send(self, dirEnded{gen: gen, err: err})
+			}
+			return
+		}
+		root.Send(self, dirSnapshot{gen: gen, evs: current})
+		for ev := range changes {
+			batch := []lease.Event{ev}
+		more:
+			for len(batch) < maxBatch {
+				select {
+				case ev, ok := <-changes:
+					if !ok {
+						break more
+					}
+					batch = append(batch, ev)
+				default:
+					break more
+				}
+			}
+			root.Send(self, dirEvents{gen: gen, evs: batch})
+		}
+		if ctx.Err() == nil {
+			root.Send(self, dirEnded{gen: gen})
+		}
+	})
+}
+
+// watchEnded opens the watch again after a pause, or gives up when the
+// store refuses it for good.
+func (a *hostActor) watchEnded(msg dirEnded) {
+	if msg.gen != a.watchGen {
+		return
+	}
+	a.watchCancel = nil
+	if msg.err != nil && (errors.Is(msg.err, lease.ErrInvalid) || errors.Is(msg.err, lease.ErrClosed)) {
+		a.failed(msg.err)
+		a.logAttrs(slog.LevelError, "the store refuses the fleet's watch", slog.Any("error", msg.err))
+		select {
+		case a.fatal <- fmt.Errorf("shard: watching the fleet: %w", msg.err):
+		default:
+		}
+		return
+	}
+	if msg.err != nil {
+		a.failed(msg.err)
+	}
+	a.logAttrs(slog.LevelWarn, "the fleet's watch ended; opening it again", slog.Any("error", msg.err),
+		slog.Duration("pause", a.rewatch))
+	gen, root, self := a.watchGen, a.sys.Root, a.self
+	a.rewatchTimer = time.AfterFunc(a.rewatch, func() { root.Send(self, rewatchTick{gen: gen}) })
+	a.rewatch = min(2*a.rewatch, rewatchMax)
+}
