@@ -1,5 +1,6 @@
 // Package natsstore keeps leases in a NATS JetStream key-value bucket: a
-// lease.Store with the lease.Watcher capability.
+// lease.Store with the lease.Watcher capability, and the shard.Directory of
+// a sharded fleet (WatchPrefix).
 //
 // # Opening a store
 //
@@ -118,6 +119,16 @@
 // a watch that has not delivered it (WatchStalled, then WatchRecovered).
 // Events are hints: a standby still calls Acquire, and still polls now and
 // then.
+//
+// WatchPrefix watches every key under a prefix ("billing." for
+// billing.members.* and billing.shards.*) with one KV watch, whatever the
+// number of keys: it returns the held keys, then every change, translated
+// as Watch translates it, through a queue that keeps the latest event of
+// each key (a slow receiver never blocks the watch). The watch is kept alive
+// and checked as Watch's are (the check reads the last revision under the
+// prefix), and a re-created watch reports every key's state again, and as
+// free each key it had reported held that is gone. It is what package shard
+// needs of a store (shard.Directory); this package does not import shard.
 //
 // # Isolated servers
 //

@@ -187,7 +187,9 @@ func (e BucketDegraded) String() string {
 // WatchRecovered when it delivers again.
 type WatchStalled struct {
 	Bucket string
-	Key    string
+	// Key is the key watched, or the prefix followed by ">" for a
+	// WatchPrefix.
+	Key string
 	// Silent is how long the watch is known to have been silent: since the
 	// check that first read a revision it had not delivered, or since the
 	// watch was lost.
@@ -203,7 +205,7 @@ type WatchStalled struct {
 // re-created and delivers again, starting with the key's current state.
 type WatchRecovered struct {
 	Bucket string
-	Key    string
+	Key    string        // as in WatchStalled
 	Silent time.Duration // how long the watch was silent in all
 }
 

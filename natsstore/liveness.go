@@ -9,8 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/asterforge/aster/lease"
 )
 
 const (
@@ -48,14 +46,15 @@ func (s *Store) attemptLimit() time.Duration {
 	return min(limit, s.cfg.timeout())
 }
 
-// watchRun keeps one Watch call's KV watch alive and forwards its updates:
-// it re-creates the watch after a reconnect or when it ends, checks every
-// interval that it has delivered the key's last revision, and reports a
-// watch that was silent for longer than it should be.
+// watchRun keeps the KV watch of one Watch or WatchPrefix call alive and
+// forwards its updates: it re-creates the watch after a reconnect or when it
+// ends, checks every interval that it has delivered the last revision of
+// its key (or under its prefix), and reports a watch that was silent for
+// longer than it should be.
 type watchRun struct {
 	s        *Store
-	key      string
-	events   chan lease.Event
+	key      string        // the key watched, or a prefix followed by ">"
+	out      watchOutput   // where its entries go
 	interval time.Duration // of the liveness check; 0 when disabled
 	stallAt  time.Duration // a watch lost for this long is reported
 
@@ -86,11 +85,11 @@ type checkResult struct {
 	err error
 }
 
-func (s *Store) newWatchRun(key string, events chan lease.Event) *watchRun {
+func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 	r := &watchRun{
 		s:        s,
 		key:      key,
-		events:   events,
+		out:      out,
 		interval: s.cfg.watchCheck(),
 		checked:  make(chan checkResult, 1),
 		pause:    rewatchMin,
@@ -168,6 +167,7 @@ func (r *watchRun) use(w *keyWatch) {
 	r.w = w
 	r.gen++
 	r.initial, r.seen, r.rev, r.pending = true, false, 0, 0
+	r.out.start()
 	r.retry.Stop()
 	if r.interval > 0 {
 		r.check.Reset(r.interval)
@@ -182,9 +182,7 @@ func (r *watchRun) deliver(e jetstream.KeyValueEntry) {
 			return
 		}
 		r.initial = false
-		if !r.seen { // the key is empty: say so, it is its current state
-			r.s.send(r.events, lease.Event{LeaseID: r.key, Kind: lease.EventFree})
-		}
+		r.out.initialDone(r.seen)
 		r.recovered()
 		return
 	}
@@ -192,7 +190,7 @@ func (r *watchRun) deliver(e jetstream.KeyValueEntry) {
 		r.seen = true
 	}
 	r.rev = max(r.rev, e.Revision())
-	r.s.send(r.events, r.s.event(e))
+	r.out.entry(e, r.initial)
 	if r.pending != 0 && r.rev >= r.pending {
 		r.pending = 0
 		r.check.Reset(r.interval)

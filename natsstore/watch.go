@@ -43,15 +43,62 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	if err := lease.ValidateLeaseID(leaseID); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	events := make(chan lease.Event, 1)
+	if err := s.follow(ctx, leaseID, &keyOutput{s: s, key: leaseID, events: events}); err != nil {
 		return nil, err
+	}
+	return events, nil
+}
+
+// watchOutput receives what a watchRun's KV watches deliver, on the run's
+// goroutine: Watch's and WatchPrefix's translations of the same entries.
+type watchOutput interface {
+	// start says that a new KV watch begins: its initial state follows.
+	start()
+	// entry hands over one entry; initial tells whether it belongs to the
+	// watch's initial state.
+	entry(e jetstream.KeyValueEntry, initial bool)
+	// initialDone says that the initial state is complete; seen tells
+	// whether it had an entry.
+	initialDone(seen bool)
+	// close says that the watch has stopped for good.
+	close()
+}
+
+// keyOutput is Watch's output: the coalescing channel of one key.
+type keyOutput struct {
+	s      *Store
+	key    string
+	events chan lease.Event
+}
+
+func (o *keyOutput) start() {}
+
+func (o *keyOutput) entry(e jetstream.KeyValueEntry, _ bool) { o.s.send(o.events, o.s.event(e)) }
+
+func (o *keyOutput) initialDone(seen bool) {
+	if !seen { // the key is empty: say so, it is its current state
+		o.s.send(o.events, lease.Event{LeaseID: o.key, Kind: lease.EventFree})
+	}
+}
+
+func (o *keyOutput) close() { close(o.events) }
+
+// follow keeps a KV watch of filter (a key, or a prefix followed by ">")
+// alive until ctx is done or the store is closed, handing what it delivers
+// to out, and then calls out.close. The first KV watch is made before follow
+// returns, so that its errors reach the caller; out.close is not called
+// then.
+func (s *Store) follow(ctx context.Context, filter string, out watchOutput) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	// Count the watch among the store's goroutines before making it, so
 	// that Close waits for it and its teardown from here on.
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
-		return nil, lease.ErrClosed
+		return lease.ErrClosed
 	}
 	s.watches.Add(1)
 	s.mu.Unlock()
@@ -81,37 +128,36 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	var w *keyWatch
 	err := failFastConn(ctx, s.nc, func(fctx context.Context) error {
 		var err error
-		w, err = s.startWatch(leaseID, s.cfg.timeout(), wctx, fctx)
+		w, err = s.startWatch(filter, s.cfg.timeout(), wctx, fctx)
 		return err
 	})
 	if err != nil {
 		stop()
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("natsstore: watch %s: %w", leaseID, cerr)
+			return fmt.Errorf("natsstore: watch %s: %w", filter, cerr)
 		}
 		if s.closed.Load() {
-			return nil, lease.ErrClosed
+			return lease.ErrClosed
 		}
-		return nil, s.fail(ctx, "watch "+leaseID, err)
+		return s.fail(ctx, "watch "+filter, err)
 	}
 	if s.closed.Load() { // closed while the watch was being made
 		s.retire(w)
 		stop()
-		return nil, lease.ErrClosed
+		return lease.ErrClosed
 	}
 
-	events := make(chan lease.Event, 1)
 	s.running.Add(1)
 	started = true
 	go func() {
 		defer s.watches.Done()
 		defer s.running.Add(-1)
-		defer close(events)
+		defer out.close()
 		defer stop()
-		r := s.newWatchRun(leaseID, events)
+		r := s.newWatchRun(filter, out)
 		r.run(wctx, w, reconnected)
 	}()
-	return events, nil
+	return nil
 }
 
 // failFastConn is failFast when there is a connection to watch.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asterforge/aster/internal/natsdir"
 	"github.com/asterforge/aster/internal/natstest"
+	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/shard/shardtest"
 )
@@ -22,6 +23,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type store struct {
 	*natsstore.Store
 	*natsdir.Directory
+}
+
+// WatchPrefix is the Directory's (natsstore.Store has one of its own).
+func (s store) WatchPrefix(ctx context.Context, prefix string) ([]lease.Event, <-chan lease.Event, error) {
+	return s.Directory.WatchPrefix(ctx, prefix)
 }
 
 func TestDirectory(t *testing.T) {
