@@ -115,7 +115,17 @@ func (s *MemStore) follow(id string) {
 	}
 	s.keys[id] = true
 	s.wg.Go(func() {
+		first := true
 		for ev := range ch {
+			// The watch's first event is the state before this store wrote
+			// the lease: never written. It is no change, and a prefix watch
+			// that received it after the first write would see the lease
+			// freed before it is held.
+			if first && ev.Kind == lease.EventFree && ev.Revision == 0 {
+				first = false
+				continue
+			}
+			first = false
 			s.dispatch(ev)
 		}
 	})
