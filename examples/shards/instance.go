@@ -16,11 +16,9 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/examples/internal/demo"
-	"github.com/asterforge/aster/internal/natsdir"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/shard"
@@ -106,28 +104,19 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 		return err
 	}
 	defer store.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(octx, store.Bucket())
-	if err != nil {
-		return err
-	}
 	cancel()
 
 	hub := &hubClient{base: cfg.hub, name: cfg.name, http: &http.Client{Timeout: 2 * time.Second}}
 	rep := newReporter(hub)
 	defer rep.close(2 * time.Second)
 	host, err := shard.NewHost(shard.Config{
-		Prefix:    fleet,
-		Shards:    shard.Range("tenant", cfg.shards),
-		Lease:     lease.Config{OwnerID: cfg.name, TTL: cfg.ttl},
-		Store:     store,
-		Directory: natsdir.New(kv, store, 0),
-		Workload:  func(name string) actors.Workload { return actors.WorkloadFunc(tenant(name, hub, rep, log)) },
-		Meta:      map[string]string{"pid": fmt.Sprint(os.Getpid())},
-		OnEvent:   func(ev shard.Event) { logEvent(log, ev) },
+		Prefix:   fleet,
+		Shards:   shard.Range("tenant", cfg.shards),
+		Lease:    lease.Config{OwnerID: cfg.name, TTL: cfg.ttl},
+		Store:    store, // and the fleet's Directory: one watch of every lease under the prefix
+		Workload: func(name string) actors.Workload { return actors.WorkloadFunc(tenant(name, hub, rep, log)) },
+		Meta:     map[string]string{"pid": fmt.Sprint(os.Getpid())},
+		OnEvent:  func(ev shard.Event) { logEvent(log, ev) },
 	})
 	if err != nil {
 		return err
