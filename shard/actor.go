@@ -321,22 +321,15 @@ func (a *hostActor) reconcile(c actor.Context) {
 			}
 		}
 	}
-	a.checkBalance(now)
+	a.checkBalance(now, holders)
 	a.updateState()
 	a.checkDrained()
 	a.publish()
 }
 
 // checkBalance reports when the view becomes balanced.
-func (a *hostActor) checkBalance(now time.Time) {
-	balanced := len(a.plan) == len(a.shards)
-	for _, s := range a.shards {
-		e, ok := a.view.shard(s)
-		if !balanced || !ok || !e.held || e.holder.OwnerID != a.plan[s] {
-			balanced = false
-			break
-		}
-	}
+func (a *hostActor) checkBalance(now time.Time, holders map[string]string) {
+	balanced := isBalanced(a.shards, a.plan, holders)
 	switch {
 	case balanced && !a.balanced:
 		took := now.Sub(a.unbalancedSince)
