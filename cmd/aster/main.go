@@ -8,6 +8,7 @@
 //
 //	aster leases [BUCKET]   the leases of a bucket: owner, metadata, term, token, age, validity, expiry
 //	aster watch LEASE       who holds a lease, then every handover, live
+//	aster shards PREFIX     a sharded fleet: every shard's holder and target, the members, the balance
 //	aster status            every instance's leases, locks and health
 //	aster tree INSTANCE     an instance's supervision trees
 //	aster dev               a local NATS server with JetStream, for development
@@ -54,6 +55,8 @@ var commands = []command{
 		run: runLeases, max: 1},
 	{name: "watch", args: "LEASE", summary: "print who holds a lease, then every handover as it happens",
 		run: runWatch, flags: watchFlags, min: 1, max: 1},
+	{name: "shards", args: "PREFIX", summary: "a sharded fleet: each shard's holder and target, the members, whether it is balanced",
+		run: runShards, flags: shardsFlags, min: 1, max: 1},
 	{name: "status", summary: "the leases, locks and health of every instance, through the NATS micro service",
 		run: runStatus, flags: discoveryFlags},
 	{name: "tree", args: "INSTANCE", summary: "the supervision trees of one instance (its name or service ID)",
@@ -69,8 +72,11 @@ type cli struct {
 	conn           connFlags
 	json           bool
 	bucket         string
-	// watch
+	// watch, shards
 	count int
+	// shards
+	shardSet string
+	live     bool
 	// status, tree
 	service string
 	wait    time.Duration

@@ -37,7 +37,7 @@ func TestUsage(t *testing.T) {
 	r := aster(t, nil)
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "usage: aster <command>")
-	for _, cmd := range []string{"leases [BUCKET]", "watch LEASE", "status", "tree INSTANCE", "dev"} {
+	for _, cmd := range []string{"leases [BUCKET]", "watch LEASE", "shards PREFIX", "status", "tree INSTANCE", "dev"} {
 		assert.Contains(t, r.stderr, "\n  "+cmd)
 	}
 
