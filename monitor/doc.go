@@ -1,18 +1,20 @@
-// Package monitor reports what a process's lease supervisors, locks and
-// supervision trees are doing, where operators look: health probes and a
-// JSON status over HTTP, a NATS micro service that `nats micro ls` lists,
-// and OpenTelemetry instruments for the trees.
+// Package monitor reports what a process's lease supervisors, locks,
+// supervision trees and sharded fleets are doing, where operators look:
+// health probes and a JSON status over HTTP, a NATS micro service that
+// `nats micro ls` lists, and OpenTelemetry instruments for the trees.
 //
 // # Registry
 //
 // A Registry holds what to report on: AddSupervisor (an
 // actors.LeaseSupervisor, with the tree it runs as its workload, if any),
-// AddTree (a supervision.Tree run on its own) and AddLocker (a lock.Locker,
-// by a name).
+// AddTree (a supervision.Tree run on its own), AddLocker (a lock.Locker,
+// by a name) and AddFleet (a shard.Host: its state, its view of the fleet
+// and the supervisors of the shards it runs).
 // Report returns the whole state at one moment: each lease's Status (leading
 // or standby, term, token, validity, who else holds it, stuck workloads,
 // the last error) with its tree's snapshot, the locks held, the trees'
-// snapshots, and the health verdict with the problems behind it.
+// snapshots, the fleets' statuses (shard.Status), and the health verdict
+// with the problems behind it.
 //
 //	reg := monitor.New(monitor.Config{Instance: podName})
 //	reg.AddSupervisor(sup)
@@ -28,9 +30,12 @@
 // check judges the same way), a workload that did not stop when its term
 // ended (Status.Stuck), or a tree run on its own that failed. It is ready
 // when every supervisor is a running candidate (standby, leading, stopping
-// or restarting) and every tree run on its own is running. A workload
-// tree's failure ends its term and the supervisor's restart policy answers
-// it. Handler serves /livez (also /healthz), /readyz and /status.
+// or restarting), every tree run on its own is running, and every fleet's
+// Host has read the fleet's leases and not stopped. A shard's supervisor is
+// judged live as any supervisor; one that gave up is quarantined by its
+// Host, and an unbalanced fleet is moving: neither is a health problem. A
+// workload tree's failure ends its term and the supervisor's restart policy
+// answers it. Handler serves /livez (also /healthz), /readyz and /status.
 //
 // # NATS micro service
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/shard"
 	"github.com/asterforge/aster/supervision"
 )
 
@@ -24,7 +25,8 @@ const (
 // Problem is one reason a health check fails.
 type Problem struct {
 	Check Check `json:"check"`
-	// Subject is what it is about: "lease <id>" or "tree <name>".
+	// Subject is what it is about: "lease <id>", "tree <name>", "fleet
+	// <prefix>" or "fleet <prefix> shard <name>".
 	Subject string `json:"subject"`
 	Reason  string `json:"reason"`
 }
@@ -37,9 +39,8 @@ func assess(rep Report, grace time.Duration) []Problem {
 	add := func(c Check, subject, format string, args ...any) {
 		out = append(out, Problem{Check: c, Subject: subject, Reason: fmt.Sprintf(format, args...)})
 	}
-	for _, l := range rep.Leases {
-		st := l.Status
-		subject := "lease " + st.LeaseID
+	// wedged adds what makes a supervisor's process not live.
+	wedged := func(subject string, st actors.Status) {
 		if st.State == actors.StateLeading && !st.ValidUntil.IsZero() && rep.Time.After(st.ValidUntil.Add(grace)) {
 			add(CheckLive, subject, "leads with token %d, but its renewal is overdue: its validity ended %v ago "+
 				"(last renewed %v ago)", st.Token, rep.Time.Sub(st.ValidUntil).Round(time.Millisecond),
@@ -49,6 +50,11 @@ func assess(rep Report, grace time.Duration) []Problem {
 			add(CheckLive, subject, "workloads of earlier terms did not stop (%d); no term starts until they do "+
 				"(last error: %s)", st.Stuck, orNone(st.LastError))
 		}
+	}
+	for _, l := range rep.Leases {
+		st := l.Status
+		subject := "lease " + st.LeaseID
+		wedged(subject, st)
 		switch st.State {
 		case actors.StateStarting:
 			add(CheckReady, subject, "not started")
@@ -59,6 +65,23 @@ func assess(rep Report, grace time.Duration) []Problem {
 		}
 		// A workload tree's failure ends its term, and the supervisor's
 		// restart policy answers it: the supervisor's state says the rest.
+	}
+	// A fleet's member: its shards' supervisors are wedged as any; one that
+	// gave up is quarantined by the Host, and an unbalanced fleet is
+	// moving, neither of which a restart fixes.
+	for _, f := range rep.Fleets {
+		subject := "fleet " + f.Prefix
+		switch f.State {
+		case shard.StateStarting:
+			add(CheckReady, subject, "starting: it has not read the fleet's leases yet")
+		case shard.StateStopped:
+			add(CheckReady, subject, "stopped: its Run has returned (last error: %s)", orNone(f.LastError))
+		}
+		for _, s := range f.Shards {
+			if s.Local != nil {
+				wedged(subject+" shard "+s.Name, *s.Local)
+			}
+		}
 	}
 	for _, t := range rep.Trees {
 		s := t.Snapshot

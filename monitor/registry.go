@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/shard"
 	"github.com/asterforge/aster/supervision"
 )
 
@@ -42,6 +43,12 @@ type Locker interface {
 	Held() int
 }
 
+// Fleet is what a Registry reads of a sharded fleet's member
+// (*shard.Host).
+type Fleet interface {
+	Status() shard.Status
+}
+
 // Registry holds the supervisors, trees and lockers of a process and
 // reports on them. It is safe for concurrent use.
 type Registry struct {
@@ -52,6 +59,7 @@ type Registry struct {
 	sups    []supEntry
 	trees   []Tree
 	lockers []lockerEntry
+	fleets  []Fleet
 }
 
 type lockerEntry struct {
@@ -101,6 +109,14 @@ func (r *Registry) AddLocker(name string, l Locker) {
 	r.lockers = append(r.lockers, lockerEntry{name: name, l: l})
 }
 
+// AddFleet reports on f (a *shard.Host): its state, its view of the fleet
+// and the supervisors of the shards it runs (Host.Status).
+func (r *Registry) AddFleet(f Fleet) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fleets = append(r.fleets, f)
+}
+
 // Report is the state of a process at one moment. It marshals to JSON; its
 // times are on the process's clock.
 type Report struct {
@@ -114,6 +130,8 @@ type Report struct {
 	Leases   []LeaseReport `json:"leases,omitempty"`
 	Locks    []LockReport  `json:"locks,omitempty"`
 	Trees    []TreeReport  `json:"trees,omitempty"`
+	// Fleets are the statuses of the sharded fleets' Hosts.
+	Fleets []shard.Status `json:"fleets,omitempty"`
 }
 
 // LeaseReport is a lease supervisor's Status, with the snapshot of the tree
@@ -154,7 +172,7 @@ type TreeReport struct {
 // verdict.
 func (r *Registry) Report() Report {
 	r.mu.Lock()
-	sups, trees, lockers := slices.Clone(r.sups), slices.Clone(r.trees), slices.Clone(r.lockers)
+	sups, trees, lockers, fleets := slices.Clone(r.sups), slices.Clone(r.trees), slices.Clone(r.lockers), slices.Clone(r.fleets)
 	r.mu.Unlock()
 
 	rep := Report{Instance: r.instance, Time: time.Now()}
@@ -177,6 +195,9 @@ func (r *Registry) Report() Report {
 	}
 	for _, t := range trees {
 		rep.Trees = append(rep.Trees, treeReport(t))
+	}
+	for _, f := range fleets {
+		rep.Fleets = append(rep.Fleets, f.Status())
 	}
 	rep.Problems = assess(rep, r.cfg.RenewalGrace)
 	rep.Live, rep.Ready = true, true

@@ -14,6 +14,7 @@ import (
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/monitor"
 	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/shard"
 )
@@ -230,4 +231,28 @@ func TestShardsWatch(t *testing.T) {
 		assert.Equal(t, 1, changes[2].MemberCount)
 	}
 	require.NoError(t, s.Release(ctxT(t), a))
+}
+
+// fleetAt is a fleet member whose Status is st.
+type fleetAt shard.Status
+
+func (f fleetAt) Status() shard.Status { return shard.Status(f) }
+
+// aster status shows each instance's fleets: its state, what it runs, and
+// its view of the balance.
+func TestStatusShowsFleets(t *testing.T) {
+	srv := natstest.Start(t)
+	now := time.Now()
+	reg := monitor.New(monitor.Config{Instance: "pod-a"})
+	reg.AddFleet(fleetAt(shard.Status{OwnerID: "pod-a", Prefix: "billing", State: shard.StateActive,
+		Since: now.Add(-time.Minute), Members: []shard.Member{{OwnerID: "pod-a"}, {OwnerID: "pod-b"}},
+		Owned: 3, Target: 4, UnbalancedSince: now.Add(-2 * time.Second)}))
+	instanceOf(t, srv.ClientURL(), reg)
+
+	r := aster(t, map[string]string{"NATS_URL": srv.ClientURL()}, "status")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2, r.stdout)
+	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+fleet billing\s+active \(runs 3 of 4 placed here\)\s+1m\d+s ago\s+-\s+-\s+`+
+		`2 members, not balanced for \d(\.\d)?s \(aster shards billing\)\s+-$`, lines[1])
 }

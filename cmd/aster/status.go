@@ -144,6 +144,19 @@ type reportJSON struct {
 	Trees []struct {
 		Name string `json:"name"`
 	} `json:"trees"`
+	Fleets []struct {
+		Prefix  string    `json:"prefix"`
+		State   string    `json:"state"`
+		Since   time.Time `json:"since"`
+		Members []struct {
+			OwnerID string `json:"owner_id"`
+		} `json:"members"`
+		Owned           int       `json:"owned"`
+		Target          int       `json:"target"`
+		Balanced        bool      `json:"balanced"`
+		UnbalancedSince time.Time `json:"unbalanced_since"`
+		LastError       string    `json:"last_error"`
+	} `json:"fleets"`
 }
 
 func runStatus(ctx context.Context, c *cli, _ []string) error {
@@ -228,6 +241,20 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 		for _, t := range rep.Trees {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\n", rep.Instance, a.info.ID, health, "tree "+t.Name,
 				"(aster tree "+rep.Instance+")")
+			lines++
+		}
+		for _, f := range rep.Fleets {
+			balance := "balanced"
+			if !f.Balanced {
+				balance = "not balanced"
+				if !f.UnbalancedSince.IsZero() {
+					balance += " for " + human(rep.Time.Sub(f.UnbalancedSince))
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t%s\t%s\n", rep.Instance, a.info.ID, health, "fleet "+f.Prefix,
+				fmt.Sprintf("%s (runs %d of %d placed here)", f.State, f.Owned, f.Target), human(rep.Time.Sub(f.Since))+" ago",
+				fmt.Sprintf("%s, %s (aster shards %s)", plural(len(f.Members), "member", "members"), balance, f.Prefix),
+				dash(firstLine(f.LastError)))
 			lines++
 		}
 		if lines == 0 {
