@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,8 @@ func shardsFlags(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&c.bucket, "bucket", natsstore.DefaultBucket, "the KV `bucket` of the fleet's leases")
 	fs.StringVar(&c.shardSet, "shards", "", "the fleet's shards: `NAME:N` for NAME/0 … NAME/N-1 (shard.Range), or names "+
 		"separated by commas (default: the shards with a key in the bucket)")
-	fs.BoolVar(&c.live, "watch", false, "after the table, print every change of holder and of balance, as it happens")
+	fs.BoolVar(&c.live, "watch", false, "after the table, print every change of holder, and the verdict when the members "+
+		"or the balance change, as it happens")
 	fs.IntVar(&c.count, "count", 0, "with --watch, exit after this many changes (0: until interrupted)")
 }
 
@@ -175,8 +177,10 @@ func describeFleet(prefix string, declared []string, infos []natsstore.LeaseInfo
 	a := shard.Assess(prefix, shards, leases)
 	f := fleetJSON{Prefix: prefix, Expiry: mode.String(), Declared: declared != nil}
 
-	// Every shard declared or seen: undeclared shards have no target.
+	// Every shard declared or seen (undeclared shards have no target), in
+	// the order people count them: tenant/2 before tenant/10.
 	names := unique(append(slices.Clone(shards), slices.Collect(maps.Keys(shardInfo))...))
+	slices.SortStableFunc(names, naturalCompare)
 	for _, name := range names {
 		row := shardJSON{Shard: name, Target: a.Placement[name]}
 		if i, ok := shardInfo[name]; ok {
@@ -371,7 +375,8 @@ type fleetChangeJSON struct {
 }
 
 // followFleet prints every change of holder under the prefix, and the
-// verdict whenever it changes, until ctx ends or after --count changes.
+// verdict whenever the members or the balance change, until ctx ends or
+// after --count changes.
 func followFleet(ctx context.Context, c *cli, prefix string, declared []string, current []lease.Event,
 	changes <-chan lease.Event) error {
 	shardsAt, membersAt := shard.ShardKey(prefix, ""), shard.MemberKey(prefix, "")
@@ -431,7 +436,7 @@ func followFleet(ctx context.Context, c *cli, prefix string, declared []string, 
 		switch {
 		case c.json:
 			err = enc.Encode(fleetChangeJSON{observationJSON: observationOf(o), Kind: kind, Name: name, summaryJSON: after})
-		case after != verdict:
+		case after.Balanced != verdict.Balanced || after.MemberCount != verdict.MemberCount:
 			_, err = fmt.Fprintf(c.stdout, "%s\n%s  %s\n", monitor.Describe(o, p, false), o.Seen.Format("15:04:05.000"), after)
 		default:
 			_, err = fmt.Fprintln(c.stdout, monitor.Describe(o, p, false))
@@ -477,4 +482,37 @@ func unique(ss []string) []string {
 	out := slices.Clone(ss)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// naturalCompare orders names as people count them: runs of digits by
+// their value ("tenant/2" before "tenant/10"), the rest byte by byte.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// digits returns the length of the run of ASCII digits s begins with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

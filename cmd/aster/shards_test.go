@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -255,4 +256,10 @@ func TestStatusShowsFleets(t *testing.T) {
 	require.Len(t, lines, 2, r.stdout)
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+fleet billing\s+active \(runs 3 of 4 placed here\)\s+1m\d+s ago\s+-\s+-\s+`+
 		`2 members, not balanced for \d(\.\d)?s \(aster shards billing\)\s+-$`, lines[1])
+}
+
+func TestNaturalCompare(t *testing.T) {
+	names := []string{"tenant/10", "tenant/2", "tenant/1", "eu/3", "tenant/02", "tenant/x", "tenant/"}
+	slices.SortStableFunc(names, naturalCompare)
+	assert.Equal(t, []string{"eu/3", "tenant/", "tenant/1", "tenant/2", "tenant/02", "tenant/10", "tenant/x"}, names)
 }
