@@ -11,8 +11,8 @@ import (
 // lease.Store: a watch of every lease under a prefix, whose names it does
 // not know beforehand (the members' keys are named after their OwnerIDs).
 // A store implements it next to lease.Store and lease.Watcher, on the same
-// keys; shardtest.Run checks an implementation, and shardtest.MemStore is
-// one in memory.
+// keys (natsstore.Store does, with one KV watch per prefix); shardtest.Run
+// checks an implementation, and shardtest.MemStore is one in memory.
 type Directory interface {
 	// WatchPrefix watches the leases whose IDs begin with prefix, which is
 	// a valid lease ID followed by '.' (it matches whole tokens: "fleet."

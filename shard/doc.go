@@ -54,5 +54,7 @@
 // a deploy. Events (MemberJoined, ShardStarted, ShardHandedOver, Balanced…)
 // reach Config.OnEvent one at a time, and metrics (MetricShardsOwned,
 // MetricMovedIn, MetricTimeToBalance…) the Config's MeterProvider.
-// docs/sharding.md explains the design.
+// Assess computes, from a fleet's leases, the placement and the balance
+// verdict its members compute: what `aster shards` prints. A
+// natsstore.Store is a Directory. docs/sharding.md explains the design.
 package shard
