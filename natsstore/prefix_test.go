@@ -40,6 +40,13 @@ func TestWatchPrefixConformanceObservedExpiry(t *testing.T) {
 		shardtest.WithoutExpiryEvents())
 }
 
+func TestWatchPrefixConformanceCluster(t *testing.T) {
+	t.Parallel()
+	c := natstest.StartCluster(t, 3)
+	s := dial(t, c.ClientURL(), natsstore.Config{Replicas: 3})
+	shardtest.Run(t, func(*testing.T) shardtest.Store { return s }, shardtest.WithTTL(time.Second))
+}
+
 // longClaim is a claim that outlives any test step.
 func longClaim(id, owner string) lease.Claim {
 	return lease.Claim{LeaseID: id, OwnerID: owner, Term: "term-" + owner, TTL: time.Minute,
