@@ -27,6 +27,7 @@ type Guard struct {
 	hold     *leasehold.Hold  // a lease of its own; nil under a session
 	bound    *leasehold.Bound // under a session; nil otherwise
 	sess     *session         // the session of bound
+	pend     *pendingGuard    // while its watchdog has not started (Locker.pending.mu)
 	resource string
 
 	mu       sync.Mutex
@@ -152,7 +153,7 @@ func (g *Guard) Extend(ctx context.Context, ttl time.Duration) error {
 	// ended and its context stops the wait.
 	le := g.hold.Lease()
 	reply := make(chan leasehold.ExtendResult, 1)
-	if !g.l.sendKeeper(extendWatchdog{key: guardKey{le.ID, le.Token}, ext: leasehold.Extend{TTL: ttl, Reply: reply}}) {
+	if !g.l.startNow(g) || !g.l.sendKeeper(extendWatchdog{key: guardKey{le.ID, le.Token}, ext: leasehold.Extend{TTL: ttl, Reply: reply}}) {
 		return fmt.Errorf("lock: extend %s: %w", g.resource, lease.ErrClosed)
 	}
 	select {
@@ -195,12 +196,18 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 		g.sess.remove(g)
 		err = leasehold.ReleaseBound(ctx, g.l.store, g.bound)
 	} else {
+		// A lock released before its watchdog started never gets one, and
+		// was never renewed: its revision is final.
+		never := g.l.unpend(g)
 		// No token and no new renewal from now on; a renewal in flight is
 		// aborted. When the Hold had already ended (poisoned, or marked by
 		// Close or by an earlier attempt), its watchdog is stopped or being
 		// stopped by the keeper: sending to it would only make dead letters.
 		ended, inFlight := g.hold.MarkReleasedInFlight()
-		if stopDog && ended {
+		switch {
+		case never:
+			g.l.unheld()
+		case stopDog && ended:
 			g.stopWatchdog(ctx, inFlight)
 		}
 		err = leasehold.Release(ctx, g.l.store, g.hold)
@@ -219,7 +226,9 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 		g.l.emit(actors.NotReleased{Subject: subject(le), Token: le.Token, Err: err})
 		return err
 	}
-	g.l.log.Debug("lock: released", "lease_id", le.ID, "token", uint64(le.Token))
+	if g.l.debug() {
+		g.l.log.Debug("lock: released", "lease_id", le.ID, "token", uint64(le.Token))
+	}
 	if g.l.cfg.OnEvent != nil {
 		g.l.emit(actors.Released{Subject: subject(le), Token: le.Token})
 	}

@@ -46,6 +46,8 @@ type Locker struct {
 	keeper     *actor.PID
 	keeperDone chan struct{} // closed when the keeper actor has stopped
 
+	pending pending // locks whose watchdog has not started yet
+
 	smu     sync.Mutex
 	sess    *session      // the current session, nil before the first
 	opening chan struct{} // closed when the session being opened is there
@@ -228,12 +230,18 @@ func ctxError(ctx context.Context, resource string) error {
 // acquired finishes an acquisition: it logs and reports it.
 func (l *Locker) acquired(g *Guard, handover bool) {
 	le := g.t.Lease()
-	l.log.Debug("lock: acquired", "lease_id", le.ID, "owner_id", le.OwnerID, "token", uint64(le.Token),
-		"session", g.sessionID())
+	if l.debug() {
+		l.log.Debug("lock: acquired", "lease_id", le.ID, "owner_id", le.OwnerID, "token", uint64(le.Token),
+			"session", g.sessionID())
+	}
 	if l.cfg.OnEvent != nil {
 		l.emit(actors.Acquired{Subject: subject(le), Token: le.Token, ValidUntil: g.t.ValidUntil(), Handover: handover})
 	}
 }
+
+// debug reports whether the logger takes debug records: the hot path
+// builds none otherwise.
+func (l *Locker) debug() bool { return l.log.Enabled(context.Background(), slog.LevelDebug) }
 
 // giveBack releases a lease that will have no guard, bounded by its renew
 // period.
@@ -246,19 +254,24 @@ func (l *Locker) giveBack(le lease.Lease) {
 	}
 }
 
-// register asks the keeper to start g's watchdog, and counts g as held. It
-// does not wait: the keeper handles its messages in order, so a later
-// Extend, release or Close finds the watchdog. It reports false when Close
-// has started.
+// register counts g as held, and has its watchdog started after
+// watchdogDelay (by the keeper, which handles its messages in order, so
+// that a later Extend, release or Close finds the watchdog). It reports
+// false when Close has started.
 func (l *Locker) register(g *Guard, cfg lease.Config) bool {
 	l.held.Add(1) // before the keeper may count its end
 	l.metrics.held.Add(context.Background(), 1)
-	if !l.sendKeeper(spawnWatchdog{g: g, cfg: cfg}) {
-		l.held.Add(-1)
-		l.metrics.held.Add(context.Background(), -1)
+	if !l.deferWatchdog(g, cfg) {
+		l.unheld()
 		return false
 	}
 	return true
+}
+
+// unheld counts a lock with a lease of its own that is no longer held.
+func (l *Locker) unheld() {
+	l.held.Add(-1)
+	l.metrics.held.Add(context.Background(), -1)
 }
 
 // sendKeeper sends msg to the keeper unless Close has started, and reports
@@ -373,6 +386,13 @@ func (l *Locker) Close(ctx context.Context) error {
 	// it are marked released.
 	sess, bound := l.closeSession()
 
+	// Locks whose watchdog has not started yet never will.
+	waiting := l.closePending()
+	for _, g := range waiting {
+		g.hold.MarkReleased()
+		l.unheld()
+	}
+
 	// The keeper refuses new watchdogs from now on, marks every Hold
 	// released (no token, no new renewal) and lists the guards.
 	var guards []*Guard
@@ -381,6 +401,7 @@ func (l *Locker) Close(ctx context.Context) error {
 	if !wait(ctx, reply, &guards) {
 		report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
 	}
+	guards = append(guards, waiting...)
 
 	// Stopping the keeper stops every watchdog; each finishes the renewal
 	// it may be sending (aborted: its Hold has ended) before it stops.

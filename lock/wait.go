@@ -50,6 +50,13 @@ func (l *Locker) enqueue(resource string) (*waiter, *queue) {
 	return w, q
 }
 
+// queued reports whether Acquire calls of this Locker wait for resource.
+func (l *Locker) queued(resource string) bool {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return l.queues[resource] != nil
+}
+
 // dequeue removes w from the queue of resource, with the guard it got (if
 // any), and hands the turn to the next waiter.
 func (l *Locker) dequeue(resource string, w *waiter, got *Guard) {
@@ -106,11 +113,30 @@ func (l *Locker) localHolder(q *queue) *Guard {
 // release by this Locker or its next poll before it tries again.
 func (c *contender) wait() (*Guard, error) {
 	l, ctx := c.l, c.ctx
+	sawOther := false
+	session := "" // the session of the last holder seen, watched too
+	tried := false
+	if !l.queued(c.resource) {
+		// Nobody of this Locker waits for the resource: try at once, as a
+		// TryAcquire would, before queueing and watching.
+		g, holder, err := c.attempt(false)
+		switch {
+		case g != nil:
+			return g, nil
+		case err != nil && fatal(err):
+			return nil, fmt.Errorf("lock: acquire %s: %w", c.resource, err)
+		case err == nil:
+			tried, sawOther, session = true, true, holder.Session
+		}
+	}
 	w, q := l.enqueue(c.resource)
 	var got *Guard
 	defer func() { l.dequeue(c.resource, w, got) }()
+	// First at once after the attempt above: watch before trying again.
+	skip := false
 	select {
 	case <-w.turn:
+		skip = tried
 	default:
 		select {
 		case <-w.turn:
@@ -130,11 +156,8 @@ func (c *contender) wait() (*Guard, error) {
 			timer.Stop()
 		}
 	}()
-	sawOther := false
-	session := "" // the session of the last holder seen, watched too
 	// The waiter before this one may have just taken the lock: then wait
 	// for its release (which pokes) instead of asking the store.
-	skip := false
 	if g := l.localHolder(q); g != nil {
 		skip, session, sawOther = true, g.sessionID(), true
 	}
