@@ -364,7 +364,7 @@ func lockHandover(b *testing.B, lockers, perEach int, session bool) {
 	var (
 		mu         sync.Mutex
 		lat        []time.Duration
-		releasedAt time.Time     // of the last release; zero before the first
+		releasedAt time.Time // of the last release; zero before the first
 		generation = make(chan struct{})
 	)
 	ctx, cancel := context.WithCancel(context.Background())
