@@ -156,6 +156,7 @@ func (c *contender) wait() (*Guard, error) {
 			timer.Stop()
 		}
 	}()
+	seen, seenAt := "", time.Time{} // the holder's session, since when
 	// The waiter before this one may have just taken the lock: then wait
 	// for its release (which pokes) instead of asking the store.
 	if g := l.localHolder(q); g != nil {
@@ -180,8 +181,25 @@ func (c *contender) wait() (*Guard, error) {
 		// Watches are opened after the first attempt (an uncontended
 		// Acquire opens none); each reports the key's current state first,
 		// so a release between the attempt and the watch is not missed.
-		watch.follow(c, session)
-		delay := poll.Failed(time.Now())
+		now := time.Now()
+		if session != seen {
+			seen, seenAt = session, now
+		}
+		// A session is watched once its lock has stayed held under it for
+		// sessionWatchDelay: a lock that changes hands quickly costs no
+		// watch of each holder's session (its key's watch sees releases),
+		// and one held by a session that dies is still taken over as soon
+		// as the session expires.
+		wait := seenAt.Add(sessionWatchDelay).Sub(now)
+		if wait > 0 {
+			watch.follow(c, "")
+		} else {
+			watch.follow(c, session)
+		}
+		delay := poll.Failed(now)
+		if session != "" && wait > 0 {
+			delay = min(delay, wait)
+		}
 		if timer == nil {
 			timer = time.NewTimer(delay)
 		} else {
@@ -196,6 +214,10 @@ func (c *contender) wait() (*Guard, error) {
 	}
 }
 
+// sessionWatchDelay is how long a waiting Acquire sees its lock held under
+// one session before it watches that session too.
+const sessionWatchDelay = 100 * time.Millisecond
+
 // watches are the watches of a waiting Acquire: of the lock's key, and of
 // the session its holder holds it under, if any.
 type watches struct {
@@ -205,7 +227,7 @@ type watches struct {
 }
 
 // follow opens the key's watch if it is not open, and watches session
-// (instead of any other) when it is not "".
+// (instead of any other), or no session when it is "".
 func (w *watches) follow(c *contender, session string) {
 	l := c.l
 	if l.watcher == nil {
