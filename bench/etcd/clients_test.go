@@ -52,7 +52,12 @@ type client interface {
 // newClient connects a client of sys to its server, with locks of ttl.
 func newClient(b *testing.B, sys system, ttl time.Duration) client {
 	b.Helper()
-	srv := serverFor(b, sys.server)
+	return newClientOn(b, serverFor(b, sys.server), sys, ttl)
+}
+
+// newClientOn is newClient on a given server.
+func newClientOn(b *testing.B, srv *server, sys system, ttl time.Duration) client {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if sys.server == etcdServer {

@@ -34,10 +34,11 @@ import (
 //   - uncontended: Lock + Unlock of a free lock (p50-ms, p99-ms);
 //     uncontended-try: TryLock + Unlock.
 //   - contended: 8 clients lock and unlock one lock for 3 s: locks/s.
-//   - held-10000: one client holds 10,000 locks at a TTL of 30 s for 20 s:
-//     client-cores and server-cores (CPU seconds per second), client-B/lock
-//     (the client's live heap per lock after GC) and server-B/lock (the
-//     server's resident memory per lock).
+//   - held-10000: one client holds 10,000 locks at a TTL of 30 s for 20 s,
+//     on a server started for the measurement: client-cores and
+//     server-cores (CPU seconds per second), client-B/lock (the client's
+//     live heap per lock after GC) and server-B/lock (the server's
+//     resident memory per lock).
 func BenchmarkPeer(b *testing.B) {
 	main := []system{asterSession, asterSyncSession, etcdShared}
 	withLease := append(slices.Clone(main), asterLease)
@@ -229,8 +230,13 @@ func contended(b *testing.B, sys system, clients int, d time.Duration) {
 
 // held: one client holds n locks; steady CPU and memory over observe.
 func held(b *testing.B, sys system, n int, observe time.Duration) {
-	c := newClient(b, sys, 30*time.Second)
-	pid := serverFor(b, sys.server).cmd.Process.Pid
+	// A server of its own, so that its memory and CPU are this
+	// measurement's alone.
+	srv := startServer(b, sys.server)
+	defer srv.stop()
+	time.Sleep(time.Second) // let it settle after its start
+	c := newClientOn(b, srv, sys, 30*time.Second)
+	pid := srv.cmd.Process.Pid
 	ctx, cancel := ctxFor(10 * time.Minute)
 	defer cancel()
 	heap0 := liveHeap()

@@ -157,6 +157,14 @@ func serverFor(b *testing.B, kind string) *server {
 	if s := servers[kind]; s != nil {
 		return s
 	}
+	s := startServer(b, kind)
+	servers[kind] = s
+	return s
+}
+
+// startServer starts a server process of kind; stop it with stop.
+func startServer(b *testing.B, kind string) *server {
+	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serverEnv+"="+kind)
 	cmd.Stderr = os.Stderr
@@ -178,24 +186,27 @@ func serverFor(b *testing.B, kind string) *server {
 		_ = cmd.Wait()
 		b.Fatalf("server %s did not start: %q %v", kind, line, err)
 	}
-	s := &server{kind: kind, url: url, cmd: cmd, stdin: stdin}
-	servers[kind] = s
-	return s
+	return &server{kind: kind, url: url, cmd: cmd, stdin: stdin}
+}
+
+// stop ends the server process: it exits when its standard input closes.
+func (s *server) stop() {
+	_ = s.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
 }
 
 func stopServers() {
 	serversMu.Lock()
 	defer serversMu.Unlock()
 	for kind, s := range servers {
-		_ = s.stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
+		s.stop()
 		delete(servers, kind)
 	}
 }
