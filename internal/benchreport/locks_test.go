@@ -49,6 +49,6 @@ func TestBuildReportsLocksAndPeers(t *testing.T) {
 	assert.Contains(t, goalLine(t, md, "Uncontended Lock + Unlock"), "| 320 µs / 700 µs | 800 µs / 2.00 ms | 1.60 ms / 5.00 ms |")
 	assert.Contains(t, goalLine(t, md, "Uncontended Lock + Unlock"), "| 0.50x |", "Aster sync always against etcd")
 	assert.Contains(t, goalLine(t, md, "Contended"), "| 4.38x |")
-	assert.Contains(t, goalLine(t, md, "10,000 locks held, TTL 30 s"), "0.030 (0.010 + 0.020)")
+	assert.Contains(t, goalLine(t, md, "10,000 locks held, TTL 30 s"), "0.0300 (0.0100 + 0.0200)")
 	assert.NotContains(t, md, "Graceful handover, standby waiting 250 ms", "rows without measurements are left out")
 }

@@ -50,7 +50,7 @@ func (r *report) peer() {
 		if !c.Valid() {
 			return "", math.NaN()
 		}
-		return fmt.Sprintf("%.3f (%.3f + %.3f)", c.Median+s.Median, c.Median, s.Median), c.Median + s.Median
+		return fmt.Sprintf("%.4f (%.4f + %.4f)", c.Median+s.Median, c.Median, s.Median), c.Median + s.Median
 	}
 	rows := []struct {
 		what string
