@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT   ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS        ?= ./...
 
-.PHONY: run test lint cover bench bench-report chaos conformance tidy
+.PHONY: run test lint cover bench bench-peer bench-report chaos conformance tidy
 
 ## run: the main demo (embedded NATS, three instances, kill/pause/stop the leader); exits by itself.
 ##      Flags go in ARGS, e.g. make run ARGS="-ttl 3s -instances 4", or ARGS=-help.
@@ -32,8 +32,8 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 	$(GO) tool cover -html=cover.out -o cover.html
 
-## bench: benchmarks and failover measurements (about 15 minutes on 2 cores), summarised by
-## benchstat and internal/benchreport into docs/benchmarks.md and its SVG figures
+## bench: benchmarks and failover measurements, and Aster's lock beside etcd (bench-peer) (about 30
+## minutes on 2 cores), summarised by benchstat and internal/benchreport into docs/benchmarks.md and its SVG figures
 BENCH_DIR   ?= tmp/bench
 BENCH_COUNT ?= 6
 BENCH_COUNT_SLOW ?= 3
@@ -43,15 +43,18 @@ bench:
 	@rm -rf $(BENCH_DIR) && mkdir -p $(BENCH_DIR)/samples $(BENCH_DIR)/prof
 	@date -u +%FT%TZ > $(BENCH_DIR)/start; cat /proc/loadavg > $(BENCH_DIR)/load-before 2>/dev/null || true
 	@echo "bench: $$(nproc) cores, $$($(GO) env GOVERSION); raw output in $(BENCH_DIR)"
-	$(call bench_go,natsstore,[1/8] natsstore: Acquire/Renew/Release vs the raw KV write; overhead; renewals/s; watch,-bench='BenchmarkStoreVsRawKV|BenchmarkOverhead|BenchmarkRenewals|BenchmarkWatchRelease' -benchmem -count=$(BENCH_COUNT),./natsstore)
-	$(call bench_go,leasehold,[2/8] leasehold: watchdog footprint and renewal; Hold.Token,-bench='BenchmarkWatchdog|BenchmarkHoldToken' -benchmem -count=$(BENCH_COUNT),./internal/leasehold)
-	$(call bench_go,supervision,[3/8] supervision: supervised vs bare throughput; restart latency,-bench=. -benchmem -count=$(BENCH_COUNT),./supervision)
-	$(call bench_go,handover,[4/8] failover: graceful handover through the watch vs polling (about 3 min),-bench=BenchmarkHandover -benchtime=40x -count=$(BENCH_COUNT),./actors)
-	$(call bench_go,crash,[5/8] failover: crash takeover vs the TTL (about 3 min),-bench=BenchmarkCrashTakeover -benchtime=20x -count=$(BENCH_COUNT),./actors)
+	$(call bench_go,natsstore,[1/11] natsstore: Acquire/Renew/Release vs the raw KV write; overhead; renewals/s; watch,-bench='BenchmarkStoreVsRawKV|BenchmarkOverhead|BenchmarkRenewals|BenchmarkWatchRelease' -benchmem -count=$(BENCH_COUNT),./natsstore)
+	$(call bench_go,leasehold,[2/11] leasehold: watchdog footprint and renewal; Hold.Token,-bench='BenchmarkWatchdog|BenchmarkHoldToken' -benchmem -count=$(BENCH_COUNT),./internal/leasehold)
+	$(call bench_go,supervision,[3/11] supervision: supervised vs bare throughput; restart latency,-bench=. -benchmem -count=$(BENCH_COUNT),./supervision)
+	$(call bench_go,handover,[4/11] failover: graceful handover through the watch vs polling (about 3 min),-bench=BenchmarkHandover -benchtime=40x -count=$(BENCH_COUNT),./actors)
+	$(call bench_go,crash,[5/11] failover: crash takeover vs the TTL (about 3 min),-bench=BenchmarkCrashTakeover -benchtime=20x -count=$(BENCH_COUNT),./actors)
 	@echo "# Fewer runs for the lock scale benchmark: each of its four sub-benchmarks holds the locks for 12.5 s of real time after taking them (a run takes about 80 s); 1k and 30k locks only add points to the figure." >> $(BENCH_DIR)/commands.txt
-	$(call bench_go,lock-held,[6/8] lock: memory$(comma) renewal lag and CPU with 10k and 100k leases held (about 4 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
-	$(call bench_go,lock-held-more,[7/8] lock: renewal lag with 1k and 30k leases held (figure only; about 1 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=1,./lock,ASTER_LOCK_BENCH_LOCKS=1000$(comma)30000)
-	$(call bench_go,memstore,[8/8] leasetest: MemStore.Renew alone (the baseline of CPU per renewal),-bench=BenchmarkMemStoreRenew -benchmem -count=$(BENCH_COUNT),./lease/leasetest)
+	$(call bench_go,lock-held,[6/11] lock: memory$(comma) renewal lag and CPU with 10k and 100k leases held (about 4 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
+	$(call bench_go,lock-held-more,[7/11] lock: renewal lag with 1k and 30k leases held (figure only; about 1 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=1,./lock,ASTER_LOCK_BENCH_LOCKS=1000$(comma)30000)
+	$(call bench_go,memstore,[8/11] leasetest: MemStore.Renew alone (the baseline of CPU per renewal),-bench=BenchmarkMemStoreRenew -benchmem -count=$(BENCH_COUNT),./lease/leasetest)
+	$(call bench_go,lock-nats,[9/11] lock on NATS: Acquire + Release vs two raw KV writes; lock.New; handover between 3 and 100 candidates,-bench='BenchmarkAcquireRelease|BenchmarkNew|BenchmarkLockHandover' -benchtime=2000x -count=$(BENCH_COUNT),./lock)
+	$(call bench_go,lock-nats-held,[10/11] lock on NATS: steady CPU with 10k locks (a lease each$(comma) and under a session) and 100k (session) (about 4 min),-bench=BenchmarkHeldLocksNATS -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
+	@$(MAKE) --no-print-directory bench-peer BENCH_DIR=$(BENCH_DIR) STEP='[11/11] '
 	@echo "bench: $$(date +%T) profiles (one run each)"
 	$(call bench_prof,natsstore-acquire,-bench=BenchmarkStoreVsRawKV/acquire,./natsstore,-cum -focus='natsstore\.\(\*Store\)\.Acquire')
 	$(call bench_prof,natsstore-renew,-bench=BenchmarkStoreVsRawKV/renew,./natsstore,-cum -focus='natsstore\.\(\*Store\)\.Renew')
@@ -61,9 +64,26 @@ bench:
 	$(call bench_prof,supervision-throughput,-bench=BenchmarkThroughput,./supervision,)
 	$(call bench_prof,lock-held-10000,-bench='BenchmarkHeldLocks/locks=10000/acquire=burst$$' -benchtime=1x,./lock,)
 	$(call bench_prof,lock-held-100000,-bench='BenchmarkHeldLocks/locks=100000/acquire=burst$$' -benchtime=1x,./lock,)
+	$(call bench_prof,lock-acquire-lease,-bench='BenchmarkAcquireRelease/lease$$' -benchtime=2000x,./lock,-cum -focus='lock\.')
+	$(call bench_prof,lock-acquire-session,-bench='BenchmarkAcquireRelease/session$$' -benchtime=2000x,./lock,-cum -focus='lock\.')
+	$(call bench_prof,lock-held-nats-session,-bench='BenchmarkHeldLocksNATS/locks=100000/mode=session$$' -benchtime=1x,./lock,)
+	$(call bench_prof,lock-handover-100,-bench='BenchmarkLockHandover/candidates=100$$' -benchtime=2000x,./lock,)
 	@echo "bench: $$(date +%T) benchstat and report"
 	@$(GO) run $(BENCHSTAT) $(BENCH_DIR)/*.bench.txt > $(BENCH_DIR)/benchstat.txt
 	@$(GO) run ./internal/benchreport/cmd/benchreport -dir $(BENCH_DIR) -out docs/benchmarks.md
+
+## bench-peer: Aster's lock beside etcd's concurrency package (module bench/etcd: embedded etcd v3.7.3,
+##      nats-server with its default sync_interval and with sync always; about 8 minutes a run), into
+##      $(BENCH_DIR)/peer.bench.txt; make bench runs it, and make bench-report reports it
+BENCH_COUNT_PEER ?= 1
+bench-peer: SHELL := /bin/bash
+bench-peer:
+	@mkdir -p $(BENCH_DIR)
+	@echo "bench: $$(date +%T) $(STEP)peer: Aster's lock beside etcd (bench/etcd; about 8 min a run)"
+	@echo "(cd bench/etcd && go test -run='^$$' -bench=BenchmarkPeer -benchtime=1x -count=$(BENCH_COUNT_PEER) .)" >> $(BENCH_DIR)/commands.txt
+	@cd bench/etcd && $(GO) test -run='^$$' -timeout=60m -bench=BenchmarkPeer -benchtime=1x -count=$(BENCH_COUNT_PEER) . 2>&1 \
+		| tee $(abspath $(BENCH_DIR))/peer.bench.txt | grep --line-buffered -E '^(Benchmark|--- FAIL|FAIL|panic)'; \
+		exit $${PIPESTATUS[0]}
 
 ## bench-report: rewrite docs/benchmarks.md from the last make bench run's raw output
 bench-report:

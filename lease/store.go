@@ -55,6 +55,10 @@ type Holder struct {
 	Token   Token             `json:"token"`
 	TTL     time.Duration     `json:"ttl"` // the TTL of the holder's last write
 	Meta    map[string]string `json:"meta,omitempty"`
+	// Session is the lease ID of the session the lease is held under
+	// (SessionStore.AcquireUnder), "" for a lease with a TTL of its own. The
+	// lease stays held while that session does: watch it too.
+	Session string `json:"session,omitempty"`
 }
 
 // Acquisition is the answer to Store.Acquire.

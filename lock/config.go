@@ -32,8 +32,24 @@ type Config struct {
 	Prefix string
 
 	// TTL is the default lease TTL of a lock; WithTTL overrides it per
-	// lock. 0 means lease.DefaultTTL (30 s).
+	// lock. 0 means lease.DefaultTTL (30 s). Under a session (Session) it
+	// is the session's TTL.
 	TTL time.Duration
+
+	// Session, when true, holds locks under one session of the Locker's,
+	// as etcd's concurrency.Mutex does: a lease of its own (key
+	// Prefix+"session."+term), renewed by one watchdog whatever the number
+	// of locks, with each lock key written once, without a TTL, naming
+	// it. A lock is then valid for as long as the session is, its token
+	// is still its own key's revision, and contenders take it once the
+	// session has ended (released, expired, or deleted by hand and the
+	// store's wait for vanished keys passed). The session is opened by the
+	// first acquisition that needs it, replaced when it is lost (which
+	// ends every lock under it), and released by Close. Locks acquired
+	// WithOwnLease or WithTTL keep a lease (and a watchdog) of their own.
+	// The store must be a lease.SessionStore (natsstore and leasetest's
+	// stores are).
+	Session bool
 
 	// RenewInterval, SafetyMargin and StopTimeout are those of
 	// lease.Config, with its defaults and normalisation, applied to each
@@ -109,12 +125,20 @@ type Option func(*options)
 type options struct {
 	ttl   time.Duration
 	retry time.Duration
+	own   bool
 }
 
 // WithTTL sets the lease TTL of this lock instead of Config.TTL. The
 // Config's margins must fit it (see lease.Config.Validate); a store may
-// have a floor of its own (natsstore: 1 s).
-func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+// have a floor of its own (natsstore: 1 s). Under a Config.Session, the
+// lock gets a lease of its own, as with WithOwnLease.
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl, o.own = ttl, true } }
+
+// WithOwnLease gives this lock a lease of its own, renewed by a watchdog of
+// its own, even when Config.Session holds the Locker's other locks under a
+// session: a lock that must expire independently, or that Extend may
+// change.
+func WithOwnLease() Option { return func(o *options) { o.own = true } }
 
 // WithRetryInterval sets the longest pause between polls of this Acquire
 // instead of Config.RetryInterval.

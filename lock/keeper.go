@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -13,10 +14,11 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// keeper is the parent of a Locker's watchdogs: it starts one per held
-// lock, receives their Poison messages and stops them, and poisons the
-// guard of a watchdog that stopped by itself. It is the lock's counterpart
-// of the LeaseSupervisor.
+// keeper is the parent of a Locker's watchdogs: it starts one per lock
+// with a lease of its own and one per session, receives their Poison
+// messages and stops them, and poisons the guard (or the session) of a
+// watchdog that stopped by itself. It is the lock's counterpart of the
+// LeaseSupervisor.
 type keeper struct {
 	l       *Locker
 	self    *actor.PID
@@ -38,7 +40,8 @@ type guardKey struct {
 }
 
 type keptGuard struct {
-	g        *Guard
+	g        *Guard   // the guard of a lock with a lease of its own, or
+	s        *session // the session
 	dog      *actor.PID
 	stopping bool          // the keeper has stopped it
 	stopped  chan struct{} // closed when it has terminated, for a release
@@ -46,12 +49,19 @@ type keptGuard struct {
 
 // Messages to the keeper.
 type (
-	// spawnWatchdog starts the watchdog of a new guard; the answer is nil,
-	// or lease.ErrClosed once the Locker is closing.
+	// spawnWatchdog starts the watchdog of a new guard. Nobody waits for
+	// it: the keeper handles its messages in order.
 	spawnWatchdog struct {
-		g     *Guard
-		cfg   lease.Config
-		reply chan<- error
+		g   *Guard
+		cfg lease.Config
+	}
+	// spawnSession starts the watchdog of a new session.
+	spawnSession struct{ s *session }
+	// extendWatchdog hands an Extend to the watchdog of a guard, or
+	// answers it with the guard's end when the watchdog is gone.
+	extendWatchdog struct {
+		key guardKey
+		ext leasehold.Extend
 	}
 	// closeKeeper refuses new watchdogs from now on, ends every Hold
 	// (MarkReleased) and answers the guards.
@@ -81,7 +91,15 @@ func (k *keeper) Receive(c actor.Context) {
 	case *actor.Started:
 		k.self = c.Self()
 	case spawnWatchdog:
-		m.reply <- k.spawn(c, m)
+		k.spawn(c, m)
+	case spawnSession:
+		k.spawnSession(c, m.s)
+	case extendWatchdog:
+		if kg, ok := k.guards[m.key]; ok && kg.g != nil && !kg.stopping {
+			c.Send(kg.dog, m.ext)
+		} else {
+			m.ext.Reply <- leasehold.ExtendResult{Err: lease.ErrLost}
+		}
 	case leasehold.Poison:
 		// The watchdog has poisoned the Hold (token reads fail, the guard's
 		// context is cancelled) and is idle: stop it.
@@ -96,7 +114,9 @@ func (k *keeper) Receive(c actor.Context) {
 	case closeKeeper:
 		k.closing = true
 		for _, kg := range k.guards {
-			kg.g.hold.MarkReleased()
+			if kg.g != nil {
+				kg.g.hold.MarkReleased()
+			}
 		}
 		k.closeWait = m.reply
 		k.answerClose()
@@ -107,25 +127,46 @@ func (k *keeper) Receive(c actor.Context) {
 	}
 }
 
-func (k *keeper) spawn(c actor.Context, m spawnWatchdog) error {
-	if k.closing {
-		return lease.ErrClosed
-	}
+// spawn starts the watchdog of a guard. One that cannot start (the
+// keeper is stopping) poisons the guard: its lease would not be renewed.
+func (k *keeper) spawn(c actor.Context, m spawnWatchdog) {
 	le := m.g.hold.Lease()
 	var report func(leasehold.Report)
 	if k.l.cfg.OnEvent != nil {
 		report = k.l.report
 	}
-	props := leasehold.WatchdogProps(k.l.store, m.g.hold, m.cfg, k.l.cfg.Logger, report)
-	pid, err := c.SpawnNamed(props, strconv.FormatUint(uint64(le.Token), 10)+"@"+le.ID)
+	pid, err := k.start(c, leasehold.WatchdogProps(k.l.store, m.g.hold, m.cfg, k.l.cfg.Logger, report), le)
 	if err != nil {
-		return err
+		k.l.held.Add(-1) // counted by register
+		k.l.metrics.held.Add(context.Background(), -1)
+		if m.g.hold.Poison(lease.LossStoreError, fmt.Errorf("%w: %w", ErrWatchdogStopped, err)) {
+			k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: m.g.hold.Err()})
+		}
+		return
 	}
-	m.g.setWatchdog(pid)
 	k.guards[guardKey{le.ID, le.Token}] = keptGuard{g: m.g, dog: pid}
-	k.l.held.Add(1)
-	k.l.metrics.held.Add(context.Background(), 1)
-	return nil
+}
+
+// spawnSession starts the watchdog of a session. One that cannot start
+// poisons the session, and so every lock under it.
+func (k *keeper) spawnSession(c actor.Context, s *session) {
+	le := s.hold.Lease()
+	pid, err := k.start(c, leasehold.WatchdogProps(k.l.store, s.hold, s.cfg, k.l.cfg.Logger, nil), le)
+	if err != nil {
+		s.hold.Poison(lease.LossStoreError, fmt.Errorf("%w: %w", ErrWatchdogStopped, err))
+		k.l.sessionLost(s)
+		return
+	}
+	k.guards[guardKey{le.ID, le.Token}] = keptGuard{s: s, dog: pid}
+}
+
+// start spawns a watchdog named token@leaseID, unless the keeper is
+// stopping.
+func (k *keeper) start(c actor.Context, props *actor.Props, le lease.Lease) (*actor.PID, error) {
+	if k.closing {
+		return nil, lease.ErrClosed
+	}
+	return c.SpawnNamed(props, strconv.FormatUint(uint64(le.Token), 10)+"@"+le.ID)
 }
 
 // terminated forgets the guard of a watchdog that stopped, and poisons it
@@ -140,8 +181,6 @@ func (k *keeper) terminated(who *actor.PID) {
 		return
 	}
 	delete(k.guards, key)
-	k.l.held.Add(-1)
-	k.l.metrics.held.Add(context.Background(), -1)
 	if kg.stopped != nil {
 		close(kg.stopped)
 	}
@@ -149,6 +188,16 @@ func (k *keeper) terminated(who *actor.PID) {
 		k.stopping--
 		k.answerClose()
 	}
+	if kg.s != nil {
+		// A session's watchdog stops after its poison, or by itself: either
+		// way, every lock under it is lost. (Close ends the session before
+		// it stops the keeper: then there is nothing left to end.)
+		kg.s.hold.Poison(lease.LossStoreError, ErrWatchdogStopped)
+		k.l.sessionLost(kg.s)
+		return
+	}
+	k.l.held.Add(-1)
+	k.l.metrics.held.Add(context.Background(), -1)
 	h := kg.g.hold
 	if h.Poison(lease.LossStoreError, ErrWatchdogStopped) {
 		le := h.Lease()
@@ -193,7 +242,9 @@ func (k *keeper) answerClose() {
 	}
 	out := make([]*Guard, 0, len(k.guards))
 	for _, kg := range k.guards {
-		out = append(out, kg.g)
+		if kg.g != nil {
+			out = append(out, kg.g)
+		}
 	}
 	k.closeWait <- out
 	k.closeWait = nil

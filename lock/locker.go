@@ -19,25 +19,41 @@ import (
 )
 
 // Locker hands out distributed locks kept as leases in a lease.Store. Each
-// held lock has a Guard and a watchdog actor (the one a LeaseSupervisor's term has) that
-// renews it; the watchdogs are children of one keeper actor per Locker,
+// held lock has a Guard. A lock with a lease of its own has a watchdog
+// actor (the one a LeaseSupervisor's term has) that renews it; locks held
+// under the Locker's session (Config.Session) share the session's
+// watchdog. The watchdogs are children of one keeper actor per Locker,
 // which receives their Poison messages.
 //
 // A Locker is safe for concurrent use. Close it when done: it releases the
 // locks still held and stops the watchdogs.
 type Locker struct {
-	store   lease.Store
-	watcher lease.Watcher // nil when the store cannot watch
-	cfg     Config
-	owner   string
-	log     *slog.Logger
-	held    atomic.Int64 // locks with a live watchdog
-	metrics *metrics
+	store    lease.Store
+	sessions lease.SessionStore // nil unless Config.Session
+	watcher  lease.Watcher      // nil when the store cannot watch
+	cfg      Config
+	owner    string
+	log      *slog.Logger
+	held     atomic.Int64 // locks held: with a live watchdog, or under a live session
+	metrics  *metrics
 
+	// The actor system and the keeper are started in the background by
+	// New (an actor system of our own costs milliseconds); started is
+	// closed once they are there.
+	started    chan struct{}
 	sys        *actor.ActorSystem
 	own        *actorsys.System // nil when the system was given
 	keeper     *actor.PID
 	keeperDone chan struct{} // closed when the keeper actor has stopped
+
+	pending pending // locks whose watchdog has not started yet
+
+	smu     sync.Mutex
+	sess    *session      // the current session, nil before the first
+	opening chan struct{} // closed when the session being opened is there
+
+	qmu    sync.Mutex
+	queues map[string]*queue // waiting Acquire calls, by resource
 
 	mu        sync.Mutex
 	closed    bool
@@ -50,7 +66,13 @@ type Locker struct {
 
 // New returns a Locker over store. If store is also a lease.Watcher,
 // waiting Acquire calls are woken by its watch. It returns an error
-// matching lease.ErrInvalid when cfg is invalid.
+// matching lease.ErrInvalid when cfg is invalid, or when cfg.Session is set
+// and store is not a lease.SessionStore.
+//
+// New does not touch the store. When cfg.System is nil it starts the
+// Locker's own actor system in the background (which takes a few
+// milliseconds of CPU); the first lock that needs a watchdog waits for it.
+// Give many Lockers one System to share that cost.
 func New(store lease.Store, cfg Config) (*Locker, error) {
 	if store == nil {
 		return nil, &lease.FieldError{Field: "store", Reason: "must not be nil"}
@@ -68,35 +90,63 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 		cfg:        cfg,
 		owner:      cfg.OwnerID,
 		log:        actorsys.Logger(cfg.Logger),
+		started:    make(chan struct{}),
 		keeperDone: make(chan struct{}),
+		queues:     make(map[string]*queue),
 		closing:    make(chan struct{}),
 		callsDone:  make(chan struct{}),
 		closeDone:  make(chan struct{}),
+	}
+	if cfg.Session {
+		ss, ok := store.(lease.SessionStore)
+		if !ok {
+			return nil, &lease.FieldError{Field: "Session",
+				Reason: fmt.Sprintf("the store %T cannot hold leases under a session (it is not a lease.SessionStore)", store)}
+		}
+		l.sessions = ss
 	}
 	if l.owner == "" {
 		l.owner = lease.NewOwnerID()
 	}
 	l.watcher, _ = store.(lease.Watcher)
-	l.sys = cfg.System
+	if cfg.System != nil {
+		l.start()
+	} else {
+		go l.start()
+	}
+	return l, nil
+}
+
+// start starts the actor system (unless given) and the keeper.
+func (l *Locker) start() {
+	defer close(l.started)
+	l.sys = l.cfg.System
 	if l.sys == nil {
-		l.own = actorsys.New(cfg.Logger)
+		l.own = actorsys.New(l.cfg.Logger)
 		l.sys = l.own.ActorSystem
 	}
 	l.keeper = l.sys.Root.SpawnPrefix(keeperProps(l), "aster-lock")
-	return l, nil
 }
 
 // OwnerID returns the owner ID this Locker writes in every lock it holds.
 func (l *Locker) OwnerID() string { return l.owner }
 
-// Held returns the number of locks held with a running watchdog.
+// Held returns the number of locks held: with a running watchdog, or under
+// a live session.
 func (l *Locker) Held() int { return int(l.held.Load()) }
 
 // Acquire blocks until it holds the lock on resource, or ctx is done, or
-// the Locker is closed. While another owner holds the lock it waits, woken
-// by the store's watch when the key is released or expires, and in any
-// case polling with exponential backoff and jitter up to the retry
-// interval (a watch can be silent).
+// the Locker is closed. It tries at once; while another owner holds the
+// lock it waits, woken by the store's watch when the key is released or
+// expires (or, for a lock held under a session, when that session ends),
+// and in any case polling with exponential backoff and jitter up to the
+// retry interval (a watch can be silent).
+//
+// The Acquire calls of one Locker that wait for the same resource queue
+// up: only the first contends at the store, and the others follow in the
+// order they arrived, so that a handover wakes one contender per Locker
+// instead of every waiter. A guard of this Locker that releases the
+// resource hands the turn to the first waiter at once.
 //
 // Errors: the context's error (matching ctx.Err(), with its cause),
 // lease.ErrClosed after Close, lease.ErrInvalid for a bad resource or
@@ -108,7 +158,7 @@ func (l *Locker) Held() int { return int(l.held.Load()) }
 // retry after an attempt whose outcome the store could not tell takes the
 // key over if that attempt had landed (with a new, larger token). If ctx
 // ends right after such an attempt, the key may keep this call's owner ID
-// until its TTL runs out; no guard holds it.
+// until its TTL runs out (or its session ends); no guard holds it.
 func (l *Locker) Acquire(ctx context.Context, resource string, opts ...Option) (*Guard, error) {
 	return l.acquire(ctx, resource, opts, true)
 }
@@ -137,7 +187,6 @@ func (l *Locker) take(ctx context.Context, resource string, opts []Option, wait 
 		return nil, &lease.FieldError{Field: "Option", Reason: "TTL and retry interval must not be negative"}
 	}
 	cfg := l.cfg.leaseConfig(l.cfg.Prefix+resource, l.owner, o.ttl, o.retry)
-	term := lease.NewTerm() // one tenure: every attempt of this call, and its guard
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -145,79 +194,19 @@ func (l *Locker) take(ctx context.Context, resource string, opts []Option, wait 
 		return nil, lease.ErrClosed
 	}
 	defer l.end()
-
-	var (
-		events   <-chan lease.Event
-		stopWait = func() {}
-	)
-	openWatch := func() {
-		if !wait || l.watcher == nil {
-			return
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		ch, err := l.watcher.Watch(wctx, cfg.LeaseID)
-		if err != nil {
-			cancel()
-			l.log.Debug("lock: no watch; polling only", "lease_id", cfg.LeaseID, "error", err)
-			return
-		}
-		events, stopWait = ch, cancel
-	}
-	openWatch() // before the first attempt, so that a release right after it is seen
-	defer func() { stopWait() }()
-
-	poll := backoff.Backoff{Policy: pollPolicy(cfg.EffectiveStandbyRetryInterval())}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	sawOther := false
-	for {
-		g, holder, err := l.attempt(ctx, cfg, term, resource, sawOther)
+	c := &contender{l: l, ctx: ctx, cfg: cfg, resource: resource, term: lease.NewTerm(), // one tenure: every attempt
+		under: l.sessions != nil && !o.own}
+	if !wait {
+		g, holder, err := c.attempt(false)
 		switch {
 		case g != nil:
 			return g, nil
-		case err != nil && (fatal(err) || !wait):
-			return nil, fmt.Errorf("lock: acquire %s: %w", resource, err)
 		case err != nil:
-			l.log.Debug("lock: acquisition failed; retrying", "lease_id", cfg.LeaseID, "error", err)
-		case !wait:
-			return nil, &HeldError{Resource: resource, Owner: holder.OwnerID, Term: holder.Term}
-		default:
-			sawOther = true
+			return nil, fmt.Errorf("lock: acquire %s: %w", resource, err)
 		}
-		if events == nil {
-			openWatch() // a watch that ended (or never opened) is tried again at every poll
-		}
-		delay := poll.Failed(time.Now())
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-	waiting:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil, ctxError(ctx, resource)
-			case <-l.closing:
-				return nil, fmt.Errorf("lock: acquire %s: %w", resource, lease.ErrClosed)
-			case ev, ok := <-events:
-				if !ok {
-					stopWait()
-					events, stopWait = nil, func() {}
-					continue
-				}
-				if ev.Kind == lease.EventFree {
-					break waiting
-				}
-			case <-timer.C:
-				break waiting
-			}
-		}
+		return nil, &HeldError{Resource: resource, Owner: holder.OwnerID, Term: holder.Term}
 	}
+	return c.wait()
 }
 
 // pollPolicy is the backoff of a waiting Acquire's polls: from an eighth of
@@ -238,41 +227,21 @@ func ctxError(ctx context.Context, resource string) error {
 	return fmt.Errorf("lock: acquire %s: %w: %w", resource, err, cause)
 }
 
-// attempt makes one acquisition. It returns the guard, or the current
-// holder, or the store's error.
-func (l *Locker) attempt(ctx context.Context, cfg lease.Config, term, resource string, handover bool) (*Guard, lease.Holder, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, lease.Holder{}, ctxError(ctx, resource)
+// acquired finishes an acquisition: it logs and reports it.
+func (l *Locker) acquired(g *Guard, handover bool) {
+	le := g.t.Lease()
+	if l.debug() {
+		l.log.Debug("lock: acquired", "lease_id", le.ID, "owner_id", le.OwnerID, "token", uint64(le.Token),
+			"session", g.sessionID())
 	}
-	sent := time.Now()
-	opCtx, cancel := context.WithTimeout(ctx, leasehold.OpTimeout(cfg))
-	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: term, TTL: cfg.EffectiveTTL()})
-	cancel()
-	if err != nil {
-		return nil, lease.Holder{}, err
+	if l.cfg.OnEvent != nil {
+		l.emit(actors.Acquired{Subject: subject(le), Token: le.Token, ValidUntil: g.t.ValidUntil(), Handover: handover})
 	}
-	if !a.Acquired {
-		return nil, a.Holder, nil
-	}
-	hold, err := leasehold.NewHold(cfg, a.Lease, sent)
-	if err != nil { // cannot happen with a validated config: give the lease back
-		l.giveBack(a.Lease)
-		return nil, lease.Holder{}, err
-	}
-	g := &Guard{l: l, hold: hold, resource: a.Lease.ID[len(l.cfg.Prefix):]}
-	if err := l.register(g, cfg); err != nil {
-		hold.MarkReleased()
-		l.giveBack(a.Lease)
-		return nil, lease.Holder{}, err
-	}
-	if l.isClosed() {
-		// Close started after the keeper took the guard: Close releases it.
-		return nil, lease.Holder{}, lease.ErrClosed
-	}
-	l.log.Debug("lock: acquired", "lease_id", cfg.LeaseID, "owner_id", cfg.OwnerID, "token", uint64(a.Lease.Token))
-	l.emit(actors.Acquired{Subject: subject(a.Lease), Token: a.Lease.Token, ValidUntil: hold.ValidUntil(), Handover: handover})
-	return g, lease.Holder{}, nil
 }
+
+// debug reports whether the logger takes debug records: the hot path
+// builds none otherwise.
+func (l *Locker) debug() bool { return l.log.Enabled(context.Background(), slog.LevelDebug) }
 
 // giveBack releases a lease that will have no guard, bounded by its renew
 // period.
@@ -285,24 +254,24 @@ func (l *Locker) giveBack(le lease.Lease) {
 	}
 }
 
-// register asks the keeper to start g's watchdog, and waits for its answer
-// or its end.
-func (l *Locker) register(g *Guard, cfg lease.Config) error {
-	reply := make(chan error, 1)
-	if !l.sendKeeper(spawnWatchdog{g: g, cfg: cfg, reply: reply}) {
-		return lease.ErrClosed
+// register counts g as held, and has its watchdog started after
+// watchdogDelay (by the keeper, which handles its messages in order, so
+// that a later Extend, release or Close finds the watchdog). It reports
+// false when Close has started.
+func (l *Locker) register(g *Guard, cfg lease.Config) bool {
+	l.held.Add(1) // before the keeper may count its end
+	l.metrics.held.Add(context.Background(), 1)
+	if !l.deferWatchdog(g, cfg) {
+		l.unheld()
+		return false
 	}
-	select {
-	case err := <-reply:
-		return err
-	case <-l.keeperDone:
-		select {
-		case err := <-reply:
-			return err
-		default:
-			return lease.ErrClosed
-		}
-	}
+	return true
+}
+
+// unheld counts a lock with a lease of its own that is no longer held.
+func (l *Locker) unheld() {
+	l.held.Add(-1)
+	l.metrics.held.Add(context.Background(), -1)
 }
 
 // sendKeeper sends msg to the keeper unless Close has started, and reports
@@ -310,6 +279,7 @@ func (l *Locker) register(g *Guard, cfg lease.Config) error {
 // in the keeper's mailbox, so the keeper handles it before it stops, and
 // nothing is sent to a stopped keeper.
 func (l *Locker) sendKeeper(msg any) bool {
+	<-l.started
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -406,6 +376,22 @@ func (l *Locker) Close(ctx context.Context) error {
 		defer cancel()
 	}
 	var report CloseError
+	if !wait(ctx, l.started, nil) {
+		report.NotStopped = append(report.NotStopped, "the actor system (it did not start)")
+		l.closeErr = report.err()
+		return l.closeErr
+	}
+
+	// No lock is taken under the session from now on, and the locks under
+	// it are marked released.
+	sess, bound := l.closeSession()
+
+	// Locks whose watchdog has not started yet never will.
+	waiting := l.closePending()
+	for _, g := range waiting {
+		g.hold.MarkReleased()
+		l.unheld()
+	}
 
 	// The keeper refuses new watchdogs from now on, marks every Hold
 	// released (no token, no new renewal) and lists the guards.
@@ -415,6 +401,7 @@ func (l *Locker) Close(ctx context.Context) error {
 	if !wait(ctx, reply, &guards) {
 		report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
 	}
+	guards = append(guards, waiting...)
 
 	// Stopping the keeper stops every watchdog; each finishes the renewal
 	// it may be sending (aborted: its Hold has ended) before it stops.
@@ -424,6 +411,7 @@ func (l *Locker) Close(ctx context.Context) error {
 	}
 
 	report.NotReleased = l.releaseAll(ctx, guards)
+	report.NotReleased = append(report.NotReleased, l.releaseSession(ctx, sess, bound)...)
 
 	if !wait(ctx, l.callsDone, nil) {
 		l.mu.Lock()
@@ -469,6 +457,12 @@ const releaseWorkers = 32
 // releaseAll releases guards at the store, a few at a time, and returns
 // those it could not release. Guards already lost or released are skipped.
 func (l *Locker) releaseAll(ctx context.Context, guards []*Guard) []NotReleased {
+	return l.releaseEach(ctx, guards, func(g *Guard) (bool, error) { return g.closeRelease(ctx) })
+}
+
+// releaseEach runs release for every guard, a few at a time, and returns
+// those it tried and could not release.
+func (l *Locker) releaseEach(ctx context.Context, guards []*Guard, release func(*Guard) (tried bool, err error)) []NotReleased {
 	var (
 		mu     sync.Mutex
 		failed []NotReleased
@@ -483,12 +477,12 @@ func (l *Locker) releaseAll(ctx context.Context, guards []*Guard) []NotReleased 
 					return
 				}
 				g := guards[i]
-				tried, err := g.closeRelease(ctx)
+				tried, err := release(g)
 				if !tried || err == nil {
 					continue
 				}
 				mu.Lock()
-				failed = append(failed, NotReleased{Resource: g.resource, Token: g.hold.Lease().Token, Err: err})
+				failed = append(failed, NotReleased{Resource: g.resource, Token: g.t.Lease().Token, Err: err})
 				mu.Unlock()
 			}
 		})

@@ -16,8 +16,9 @@ const meterName = "github.com/asterforge/aster/lock"
 
 // Instrument names.
 const (
-	// MetricHeld is the number of locks held with a running watchdog (an
-	// up-down counter: Locker.Held, summed over the process's Lockers).
+	// MetricHeld is the number of locks held, with a lease of their own or
+	// under a live session (an up-down counter: Locker.Held, summed over
+	// the process's Lockers).
 	MetricHeld = "aster.lock.held"
 	// MetricWait is a histogram of how long Acquire and TryAcquire calls
 	// took, in seconds, with an outcome attribute: acquired, held (a
@@ -49,7 +50,7 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		m.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
 	}
 	m.held, err = meter.Int64UpDownCounter(MetricHeld, metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks held with a running watchdog."))
+		metric.WithDescription("Locks held, with a lease of their own or under a live session."))
 	if err != nil {
 		return nil, fmt.Errorf("lock: instrument %s: %w", MetricHeld, err)
 	}

@@ -111,9 +111,11 @@ type LeaseInfo struct {
 
 // ExpiresAt returns when a held lease expires unless renewed: Written plus
 // the holder's TTL, by the server's clock (in ExpiryObserved mode, when a
-// contender may start counting it as expired). Zero when not held.
+// contender may start counting it as expired). Zero when not held, and for
+// a lease held under a session (Holder.Session), which lasts as long as
+// its session does.
 func (i LeaseInfo) ExpiresAt() time.Time {
-	if i.State != KeyHeld || i.Written.IsZero() {
+	if i.State != KeyHeld || i.Written.IsZero() || i.Holder.Session != "" {
 		return time.Time{}
 	}
 	return i.Written.Add(i.Holder.TTL)

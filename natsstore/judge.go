@@ -67,6 +67,9 @@ func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m 
 			s.keys.put(key, st)
 			return verdict{free: true, rev: rev}, nil
 		}
+		if rec.Session != "" { // held while its session is: never judged by its own TTL
+			return s.judgeBound(ctx, deadline, key, st, rec)
+		}
 		if ttl, ok := msgTTL(m); ok && s.Expiry() == ExpiryServer {
 			// The server expires it. If it stays unchanged well past its
 			// TTL, the server is not doing so: judge it by observation.
@@ -131,7 +134,7 @@ func (s *Store) judgeEmpty(key string) verdict {
 // emptied the subject by itself had nobody written the key again. Without
 // per-message TTLs nothing expires, and no sighting is stale.
 func (s *Store) stale(st keyState) bool {
-	if s.Expiry() != ExpiryServer {
+	if s.Expiry() != ExpiryServer || st.bound { // a value under a session never expires by itself
 		return false
 	}
 	return s.keys.now().Sub(st.seen) > roundUpSecond(st.ttl)+s.markerTTL+serverExpiryGrace

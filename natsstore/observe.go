@@ -41,6 +41,9 @@ type keyState struct {
 	token    uint64
 	acquired int64
 	meta     map[string]string
+	// bound: the value at rev is held under a session (a version 3
+	// record): it never expires by itself.
+	bound bool
 	// top is the highest revision ever seen under the key: a later,
 	// non-empty revision below it means the server lost writes.
 	top uint64

@@ -58,13 +58,20 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 	if err := s.validTTL(lease.ValidateClaim(c), c.TTL); err != nil {
 		return lease.Acquisition{}, err
 	}
+	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
+	return s.acquire(ctx, c, rec, s.ttlFor(c.TTL))
+}
+
+// acquire takes c.LeaseID for c's term by writing rec (with a per-message
+// TTL when ttl > 0): Acquire, and AcquireUnder with a record naming the
+// session and no TTL.
+func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time.Duration) (lease.Acquisition, error) {
 	deadline, err := s.begin(ctx)
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
 
-	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL),
-		Acquired: time.Now().UnixMilli(), Meta: c.Meta}
+	rec.Acquired = time.Now().UnixMilli()
 	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
 	refused := false                 // the last write was refused: the key was not at expect
@@ -73,7 +80,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		if write {
 			rec.Nonce = rand.Uint64()
 			before := s.top.Load()
-			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, s.ttlFor(c.TTL))
+			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, ttl)
 			switch outcome(ctx, err) {
 			case written:
 				s.keys.put(c.LeaseID, heldState(ack.Sequence, rec))
@@ -167,7 +174,7 @@ func acquired(c lease.Claim, rev uint64) lease.Acquisition {
 // heldState is the keyState of a held record written at rev.
 func heldState(rev uint64, r record) keyState {
 	return keyState{rev: rev, owner: r.Owner, term: r.Term, ttl: r.TTL, token: r.token(rev),
-		acquired: r.Acquired, meta: r.Meta}
+		acquired: r.Acquired, meta: r.Meta, bound: r.Session != ""}
 }
 
 // fastPath returns the revision Acquire may write at without reading first:

@@ -30,6 +30,17 @@ import (
 // (lease.Claim.Meta) as a URL query with its keys sorted ("addr=10.0.0.7%3A80&pod=b-7"),
 // or "-" when there is none.
 //
+// A lease held under a session (lease.SessionStore.AcquireUnder) is written
+// once, without a per-message TTL, in a held record of version 3, which adds
+// the session's lease ID and term:
+//
+//	aster.lease/3 held <owner> <term> <token> <ttl-ms> <acquired-unix-ms> <nonce> <meta> <session-id> <session-term>
+//
+// Its ttl-ms is the session's TTL, for information: such a value never
+// expires by itself, and is held while its session's key is held by that
+// term. A version 2 reader reports it as written by a newer version and
+// never treats it as free.
+//
 // Numbers are decimal without sign or leading zeros: every value has exactly
 // one encoding, and the decoder accepts nothing else. Values written by the
 // first release (aster.lease/1, without term and meta) are still read: their
@@ -41,6 +52,7 @@ import (
 const (
 	recordVersion   = "aster.lease/2"
 	recordVersionV1 = "aster.lease/1"
+	recordVersionV3 = "aster.lease/3" // a held record under a session
 	recordPrefix    = "aster.lease/"
 	// maxRecordLen bounds what the decoder looks at; a record is well under
 	// it (an owner ID is at most 255 bytes, a term 64, metadata at most 512
@@ -80,6 +92,10 @@ type record struct {
 	Acquired int64         // unix milliseconds of the acquisition; 0 if unknown
 	Nonce    uint64
 	Meta     map[string]string
+	// Session and SessionTerm name the session a held record is held
+	// under (version 3); both "" for a lease with a TTL of its own.
+	Session     string
+	SessionTerm string
 }
 
 // token returns the fencing token of a held record stored at revision rev.
@@ -93,15 +109,19 @@ func (r record) token(rev uint64) uint64 {
 // holder returns the lease.Holder a held record stored at revision rev
 // describes.
 func (r record) holder(rev uint64) lease.Holder {
-	return lease.Holder{OwnerID: r.Owner, Term: r.Term, Token: lease.Token(r.token(rev)), TTL: r.TTL, Meta: r.Meta}
+	return lease.Holder{OwnerID: r.Owner, Term: r.Term, Token: lease.Token(r.token(rev)), TTL: r.TTL, Meta: r.Meta,
+		Session: r.Session}
 }
 
-// appendRecord appends the encoding of r to b (aster.lease/2, or /1 for a
-// record read from such a value).
+// appendRecord appends the encoding of r to b (aster.lease/2, /3 for a
+// record under a session, or /1 for a record read from such a value).
 func appendRecord(b []byte, r record) []byte {
-	if r.V1 {
+	switch {
+	case r.V1:
 		b = append(b, recordVersionV1...)
-	} else {
+	case r.Session != "":
+		b = append(b, recordVersionV3...)
+	default:
 		b = append(b, recordVersion...)
 	}
 	b = append(b, ' ')
@@ -129,7 +149,14 @@ func appendRecord(b []byte, r record) []byte {
 		return b
 	}
 	b = append(b, ' ')
-	return appendMeta(b, r.Meta)
+	b = appendMeta(b, r.Meta)
+	if r.Session != "" {
+		b = append(b, ' ')
+		b = append(b, r.Session...)
+		b = append(b, ' ')
+		b = append(b, r.SessionTerm...)
+	}
+	return b
 }
 
 // appendMeta appends meta as a URL query with sorted keys, or "-".
@@ -185,6 +212,8 @@ func parseRecord(b []byte) (record, error) {
 	case bytes.Equal(fields[0], []byte(recordVersion)):
 	case bytes.Equal(fields[0], []byte(recordVersionV1)):
 		r.V1, want = true, 7
+	case bytes.Equal(fields[0], []byte(recordVersionV3)):
+		want = 11
 	case bytes.HasPrefix(b, []byte(recordPrefix)):
 		return r, fmt.Errorf("%w (%q)", errNewerVersion, fields[0])
 	default:
@@ -192,6 +221,12 @@ func parseRecord(b []byte) (record, error) {
 	}
 	if len(fields) != want {
 		return r, fmt.Errorf("%d fields, %d expected", len(fields), want)
+	}
+	if want == 11 {
+		if err := parseSession(&r, fields[9], fields[10]); err != nil {
+			return r, err
+		}
+		fields = fields[:9]
 	}
 	if !r.V1 {
 		r.Term = string(fields[3])
@@ -240,6 +275,8 @@ func parseRecord(b []byte) (record, error) {
 		return r, errors.New("held without a TTL")
 	case r.Kind == kindReleased && r.TTL != 0:
 		return r, errors.New("released with a TTL")
+	case r.Kind != kindHeld && r.Session != "":
+		return r, errors.New("a session in a " + r.Kind.String() + " record")
 	}
 	// One encoding per value: leading zeros, a '+' sign or upper-case hex
 	// would decode, but a value this package wrote never has them.
@@ -247,4 +284,16 @@ func parseRecord(b []byte) (record, error) {
 		return r, errors.New("not in canonical form")
 	}
 	return r, nil
+}
+
+// parseSession decodes the session fields of a version 3 record into r.
+func parseSession(r *record, id, term []byte) error {
+	r.Session, r.SessionTerm = string(id), string(term)
+	if err := lease.ValidateLeaseID(r.Session); err != nil {
+		return fmt.Errorf("bad session: %w", err)
+	}
+	if err := lease.ValidateTerm(r.SessionTerm); err != nil {
+		return fmt.Errorf("bad session term: %w", err)
+	}
+	return nil
 }

@@ -59,7 +59,7 @@ func TestRecordRejects(t *testing.T) {
 	for _, tc := range []struct{ name, value, reason string }{
 		{"empty", "", "not an aster lease record"},
 		{"json", `{"owner":"a"}`, "not an aster lease record"},
-		{"newer version", "aster.lease/3 held owner-a t1 0 1500 0 00000000000000ff -", "newer version"},
+		{"newer version", "aster.lease/4 held owner-a t1 0 1500 0 00000000000000ff -", "newer version"},
 		{"too long", good + strings.Repeat(" ", maxRecordLen), "bytes long"},
 		{"missing field", "aster.lease/2 held owner-a t1 0 1500 00000000000000ff k=v", "fields"},
 		{"version 1 with a term", "aster.lease/1 held owner-a t1 0 1500 1700000000000 00000000000000ff", "fields"},

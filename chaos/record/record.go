@@ -81,6 +81,12 @@ type Op struct {
 	// (lease.Config.ValidUntil of the send time), on the reference clock.
 	ValidUntil int64  `json:"valid_until,omitempty"`
 	Err        string `json:"err,omitempty"`
+	// Session is the lease ID of the session an acquire took the lease
+	// under (lease.SessionStore.AcquireUnder); "" for a lease with a TTL
+	// of its own. Such a lease is valid while its session is: its
+	// ValidUntil is the session's at the acquire, and the session's later
+	// renewals (ops on the Session lease) extend it.
+	Session string `json:"session,omitempty"`
 }
 
 // Workload is the life of one holder's workload under one token.

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/asterforge/aster/lease"
 )
@@ -17,6 +18,9 @@ type Store struct {
 	proc   string
 	margin func(ttl int64) int64
 	now    func() int64
+
+	mu    sync.Mutex
+	valid map[string]int64 // the last validity claimed for each lease, for leases under it
 }
 
 var (
@@ -34,7 +38,7 @@ func NewStore(inner lease.Store, log *Log, proc string, cfg lease.Config, now fu
 	}
 	margin := int64(cfg.EffectiveSafetyMargin())
 	return &Store{inner: inner, log: log, proc: proc, now: now,
-		margin: func(ttl int64) int64 { return ttl - margin }}
+		margin: func(ttl int64) int64 { return ttl - margin }, valid: map[string]int64{}}
 }
 
 // Acquire implements lease.Store.
@@ -47,6 +51,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 	case err == nil && acq.Acquired:
 		op.Result, op.OutToken, op.OutRev = ResultOK, uint64(acq.Lease.Token), acq.Lease.Revision
 		op.ValidUntil = op.Call + s.margin(int64(c.TTL))
+		s.claimed(c.LeaseID, op.ValidUntil)
 	case err == nil:
 		op.Result, op.OutOwner = ResultStandby, acq.Holder.OwnerID
 	}
@@ -63,6 +68,7 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	op.Return, op.Result, op.Err = s.now(), result(err), errString(err)
 	if err == nil {
 		op.OutRev, op.ValidUntil = out.Revision, op.Call+s.margin(int64(out.TTL))
+		s.claimed(l.ID, op.ValidUntil)
 	}
 	s.log.Return(id, op)
 	return out, err

@@ -102,6 +102,8 @@ func Build(in Input) Output {
 	r.failover()
 	r.supervision()
 	r.leases()
+	r.locks()
+	r.peer()
 	r.actorsSection()
 
 	var b bytes.Buffer

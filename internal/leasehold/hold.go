@@ -164,11 +164,23 @@ func (h *Hold) Poison(reason lease.LossReason, err error) bool {
 // from then on. It reports whether this call ended the Hold.
 func (h *Hold) MarkReleased() bool { return h.end(lease.ErrReleased) }
 
+// MarkReleasedInFlight is MarkReleased that also reports whether a renewal
+// was in flight when this call ended the Hold. It is aborted, but may still
+// land and move the revision: the caller then waits for the Watchdog to
+// stop before it releases. When none was, none can start any more, and the
+// revision is final.
+func (h *Hold) MarkReleasedInFlight() (ended, inFlight bool) { return h.endWith(lease.ErrReleased) }
+
 func (h *Hold) end(cause error) bool {
+	ended, _ := h.endWith(cause)
+	return ended
+}
+
+func (h *Hold) endWith(cause error) (ended, inFlight bool) {
 	h.mu.Lock()
 	if h.err != nil {
 		h.mu.Unlock()
-		return false
+		return false, false
 	}
 	h.err = cause
 	call := h.call
@@ -178,7 +190,7 @@ func (h *Hold) end(cause error) bool {
 		call() // abort the renewal in flight at once
 	}
 	h.cancel(cause)
-	return true
+	return true, call != nil
 }
 
 // validity is a Hold's validity and renew deadline, saved to be restored.

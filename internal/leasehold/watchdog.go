@@ -328,19 +328,21 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		return err
 	}
 	renewed, overran, err := w.call(callCtx, l, deadline)
+	if err == nil {
+		// The revision is recorded before the call counts as over (even
+		// when the Hold has ended or overran), so that a release that finds
+		// no renewal in flight compares and swaps the final revision.
+		w.hold.renewed(renewed, sent)
+	}
 	w.hold.endCall()
 	cancel()
 	if overran {
-		if err == nil {
-			w.hold.renewed(renewed, sent) // the revision, for the record; the Hold has ended
-		}
 		w.done = true
 		w.disarm()
 		w.report(c, l, lease.LossDeadline, ErrRenewOverran)
 		return w.hold.Err()
 	}
 	if err == nil {
-		w.hold.renewed(renewed, sent)
 		w.fails, w.last = 0, nil
 		w.retry.Reset()
 		w.emit(Renewed{Lease: renewed, ValidUntil: w.hold.ValidUntil()})

@@ -33,6 +33,9 @@ type memEntry struct {
 	holder  lease.Holder // OwnerID "" for a key deleted by hand
 	rev     uint64       // revision of the last write
 	expires time.Time
+	// sessionTerm is the term of the session (holder.Session) a lease
+	// acquired under a session is held under; "" for a lease with a TTL.
+	sessionTerm string
 }
 
 type memWatch struct{ ch chan lease.Event }
@@ -226,7 +229,8 @@ func (s *MemStore) Holder(leaseID string) (h lease.Holder, revision uint64, ok b
 // from may act until its own TTL runs out, so contenders see an unknown
 // owner ("") until then, as natsstore makes them wait one TTL after a
 // delete it cannot explain. The former owner's next renewal reports
-// lease.ErrLost.
+// lease.ErrLost. A lease held under a session, which its owner never
+// renews, stays taken until the session ends.
 func (s *MemStore) Tamper(leaseID, owner string, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,7 +244,9 @@ func (s *MemStore) Tamper(leaseID, owner string, ttl time.Duration) {
 	}
 	s.rev++
 	rev := s.rev
-	s.keys[leaseID] = &memEntry{rev: rev, expires: e.expires}
+	// A lease held under a session stays taken while that session lives.
+	s.keys[leaseID] = &memEntry{rev: rev, expires: e.expires, holder: lease.Holder{Session: e.holder.Session},
+		sessionTerm: e.sessionTerm}
 	if s.realTimers {
 		if t := s.expiryTimer[leaseID]; t != nil {
 			t.Stop()
@@ -257,7 +263,7 @@ func (s *MemStore) live(id string) *memEntry {
 	if e == nil {
 		return nil
 	}
-	if !s.now().Before(e.expires) {
+	if !s.now().Before(e.expires) || e.sessionTerm != "" && !s.sessionLive(e) {
 		s.remove(id)
 		return nil
 	}

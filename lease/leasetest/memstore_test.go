@@ -141,3 +141,13 @@ func TestBrokenStoreHelper(t *testing.T) {
 		return newBrokenStore(t, kind)
 	}, leasetest.InVirtualTime(), leasetest.WithTTL(10*time.Second), leasetest.WithRounds(5))
 }
+
+func newMemSessionStore(t *testing.T) lease.SessionStore {
+	s := leasetest.NewMemStore()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestMemStoreSessions(t *testing.T) {
+	leasetest.RunSessions(t, newMemSessionStore, leasetest.InVirtualTime(), leasetest.WithTTL(10*time.Second))
+}

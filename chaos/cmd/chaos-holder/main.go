@@ -38,6 +38,7 @@ type options struct {
 	natsURL, fenceURL, leaseID, proc, logPath, bucket, mode string
 	ttl, renew, standby, writeEvery, hold                   time.Duration
 	candidates                                              int
+	session                                                 bool
 }
 
 func main() {
@@ -55,6 +56,7 @@ func main() {
 	flag.DurationVar(&o.hold, "hold", 0, "the workload returns after leading this long (a graceful handover); 0 holds on")
 	flag.StringVar(&o.mode, "mode", "supervisor", "supervisor (actors.LeaseSupervisor) or lock (lock.Locker)")
 	flag.IntVar(&o.candidates, "candidates", 1, "candidates in this process, each with its own owner ID")
+	flag.BoolVar(&o.session, "session", false, "with -mode lock: hold the lock under the Locker's session (lock.Config.Session)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -152,7 +154,7 @@ func boolInt(b bool) int {
 func lockLoop(ctx context.Context, o options, store *natsstore.Store, log *record.Log, fence *resource.Client) error {
 	cfg := lease.Config{TTL: o.ttl} // the lock's safety margin is the lease default, TTL/10
 	locker, err := lock.New(record.NewStore(store, log, o.proc, cfg, nil), lock.Config{
-		TTL: o.ttl, RenewInterval: o.renew, RetryInterval: o.standby,
+		TTL: o.ttl, RenewInterval: o.renew, RetryInterval: o.standby, Session: o.session,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,54 @@
+package benchreport
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lockOutput is the output of the lock benchmarks on natsstore and of
+// bench/etcd: the session meets its acquisition goal, the lease misses it.
+const lockOutput = `pkg: github.com/asterforge/aster/lock
+BenchmarkAcquireRelease/lease-2 	 1000	 200000 ns/op	 1.25 lock/raw2	 1.30 lock/raw2-p50	 160000 raw2-ns/op
+BenchmarkAcquireRelease/session-2 	 1000	 170000 ns/op	 1.06 lock/raw2	 1.05 lock/raw2-p50	 160000 raw2-ns/op
+BenchmarkNew-2 	 1000	 25000 ns/op	 4000 first-lock-us
+BenchmarkHeldLocksNATS/locks=10000/mode=lease-2 	 1	 3e10 ns/op	 0.40 cores	 40000 cpu-ns/lock-s	 200 cpu-us/renewal	 15000 renewals	 2500 B/lock
+BenchmarkHeldLocksNATS/locks=10000/mode=session-2 	 1	 3e10 ns/op	 0.004 cores	 400 cpu-ns/lock-s	 30000 cpu-us/renewal	 2 renewals	 900 B/lock
+BenchmarkHeldLocksNATS/locks=100000/mode=session-2 	 1	 3e10 ns/op	 0.08 cores	 800 cpu-ns/lock-s	 30000 cpu-us/renewal	 2 renewals	 800 B/lock
+BenchmarkLockHandover/candidates=3-2 	 300	 1e6 ns/op	 1.2 p50-ms	 3.1 p99-ms
+BenchmarkLockHandover/candidates=100-2 	 300	 1e6 ns/op	 1.5 p50-ms	 8.0 p99-ms
+pkg: github.com/asterforge/aster/bench/etcd
+BenchmarkPeer/uncontended/system=aster-2 	 1	 1e8 ns/op	 0.32 p50-ms	 0.70 p99-ms
+BenchmarkPeer/uncontended/system=aster-sync-2 	 1	 1e8 ns/op	 0.80 p50-ms	 2.00 p99-ms
+BenchmarkPeer/uncontended/system=etcd-2 	 1	 1e8 ns/op	 1.60 p50-ms	 5.00 p99-ms
+BenchmarkPeer/contended/system=aster-sync-2 	 1	 3e9 ns/op	 350 locks/s
+BenchmarkPeer/contended/system=etcd-2 	 1	 3e9 ns/op	 80 locks/s
+BenchmarkPeer/held-10000/system=etcd-2 	 1	 3e10 ns/op	 0.01 client-cores	 0.02 server-cores	 200 client-B/lock	 900 server-B/lock
+`
+
+func TestBuildReportsLocksAndPeers(t *testing.T) {
+	rs := NewResults()
+	require.NoError(t, rs.Parse(strings.NewReader(lockOutput), 2))
+	md := string(Build(Input{Results: rs}).Markdown)
+
+	assert.Contains(t, goalLine(t, md, "Uncontended Acquire + Release, a lock under the session"), "| met |")
+	assert.Contains(t, goalLine(t, md, "Uncontended Acquire + Release, a lock with a lease"), "**missed**")
+	assert.Contains(t, goalLine(t, md, "lock.New"), "| met |")
+	row := goalLine(t, md, "10k locks held on NATS: steady CPU")
+	assert.Contains(t, row, "0.01x")
+	assert.Contains(t, row, "| met |")
+	assert.Contains(t, goalLine(t, md, "100k locks held under a session"), "**missed**", "0.08 cores > 0.05")
+	assert.Contains(t, goalLine(t, md, "Lock handover, 3 candidates"), "| met |")
+	assert.Contains(t, goalLine(t, md, "Lock handover, 100 candidates in 4 Lockers, release"), "| met |")
+	assert.Contains(t, goalLine(t, md, "Lock handover, 100 candidates in 4 Lockers under sessions"), "not measured")
+	assert.Contains(t, md, "## Locks on NATS")
+
+	assert.Contains(t, md, "## Beside etcd")
+	assert.Contains(t, goalLine(t, md, "Uncontended Lock + Unlock"), "| 320 µs / 700 µs | 800 µs / 2.00 ms | 1.60 ms / 5.00 ms |")
+	assert.Contains(t, goalLine(t, md, "Uncontended Lock + Unlock"), "| 0.50x |", "Aster sync always against etcd")
+	assert.Contains(t, goalLine(t, md, "Contended"), "| 4.38x |")
+	assert.Contains(t, goalLine(t, md, "10,000 locks held, TTL 30 s"), "0.0300 (0.0100 + 0.0200)")
+	assert.NotContains(t, md, "Graceful handover, standby waiting 250 ms", "rows without measurements are left out")
+}
