@@ -1,11 +1,12 @@
 package actors
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/asterforge/aster/internal/testrec"
 )
 
 // TestMain checks for leaked goroutines. One goroutine of protoactor-go is
@@ -19,35 +20,9 @@ func TestMain(m *testing.M) {
 }
 
 // recorder keeps the events a hook saw, with the virtual time of each.
-type recorder struct {
-	mu  sync.Mutex
-	evs []Event
-	at  []time.Time
-}
-
-func (r *recorder) hook(ev Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.evs = append(r.evs, ev)
-	r.at = append(r.at, time.Now())
-}
+type recorder = testrec.Recorder[Event]
 
 // all returns the events of type T, and when each was seen.
-func all[T Event](r *recorder) ([]T, []time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []T
-	var at []time.Time
-	for i, ev := range r.evs {
-		if e, ok := ev.(T); ok {
-			out = append(out, e)
-			at = append(at, r.at[i])
-		}
-	}
-	return out, at
-}
+func all[T Event](r *recorder) ([]T, []time.Time) { return testrec.All[T](r) }
 
-func count[T Event](r *recorder) int {
-	evs, _ := all[T](r)
-	return len(evs)
-}
+func count[T Event](r *recorder) int { return testrec.Count[T](r) }

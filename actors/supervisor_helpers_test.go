@@ -36,7 +36,7 @@ func newSupRig(t *testing.T) *supRig {
 // config returns a supervisor config for owner on the rig's fault store.
 func (r *supRig) config(owner string, w Workload, lc lease.Config) SupervisorConfig {
 	lc.LeaseID, lc.OwnerID = testLease, owner
-	return SupervisorConfig{Lease: lc, Store: r.faults, Workload: w, OnEvent: r.rec.hook}
+	return SupervisorConfig{Lease: lc, Store: r.faults, Workload: w, OnEvent: r.rec.Hook}
 }
 
 func (r *supRig) supervisor(t *testing.T, cfg SupervisorConfig) *LeaseSupervisor {

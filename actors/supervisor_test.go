@@ -158,7 +158,7 @@ func TestSupervisorLostOwnershipPoisonsAtOnce(t *testing.T) {
 		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Base: time.Hour, Cap: time.Hour}}
 		var acquiredAt time.Time
 		cfg.OnEvent = func(ev Event) {
-			r.rec.hook(ev)
+			r.rec.Hook(ev)
 			if _, ok := ev.(Acquired); ok {
 				acquiredAt = time.Now()
 			}

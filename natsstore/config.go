@@ -35,6 +35,13 @@ const (
 	// DefaultMaxTTL is the longest lease TTL of a bucket the store
 	// creates, and the one it assumes for a bucket that records none.
 	DefaultMaxTTL = 2 * time.Minute
+	// DefaultWatchCheckInterval is how often a watch checks that it is
+	// alive.
+	DefaultWatchCheckInterval = 2 * time.Second
+	// DefaultIsolationTimeout is how long the requests of a store whose
+	// connection Dial made may fail before it checks whether its server is
+	// cut off from the cluster (Config.IsolationTimeout).
+	DefaultIsolationTimeout = 2 * time.Second
 )
 
 // ExpiryMode says who decides that a lease has expired.
@@ -135,9 +142,28 @@ type Config struct {
 	// its own limit.
 	MaxBytes int64
 
-	// conn is what Dial knows about the connection it made (nil for
-	// NewConn and New): credential refusals, and which permissions
-	// violations were already blamed on a failure (see Store.fail).
+	// WatchCheckInterval is how often each watch checks that it is alive:
+	// it reads the key's last revision (one small request to the stream
+	// leader) and re-creates a watch that has not delivered it within half
+	// an interval (WatchStalled). 0 means DefaultWatchCheckInterval;
+	// negative disables the check.
+	WatchCheckInterval time.Duration
+
+	// IsolationTimeout is how long the store's requests may fail while
+	// connected before it asks for the bucket's stream information (one
+	// request per IsolationTimeout/4 at most, only while they fail), and,
+	// when that shows the stream out of reach through this server and the
+	// connection knows other servers, reconnects to another one
+	// (nats.Conn.ForceReconnect; ServerIsolated): a server cut off from its
+	// cluster keeps its clients. Keep it well below the lease TTLs. 0 means
+	// DefaultIsolationTimeout for a connection made by Dial, and never for a
+	// connection given to NewConn or New, whose other users a forced
+	// reconnect would disturb: set it to opt in. Negative disables it.
+	IsolationTimeout time.Duration
+
+	// conn is what the store knows about its connection: credential
+	// refusals (Dial's connections), and which permissions violations were
+	// already blamed on a failure (see Store.fail).
 	conn *connState
 }
 
@@ -282,6 +308,10 @@ func (c Config) validate() error {
 		return bad("Timeout", "must not be negative, got %v", c.Timeout)
 	case c.CloseTimeout < 0:
 		return bad("CloseTimeout", "must not be negative, got %v", c.CloseTimeout)
+	case c.WatchCheckInterval > 0 && c.WatchCheckInterval < minWatchCheckInterval:
+		return bad("WatchCheckInterval", "must be at least %v, got %v", minWatchCheckInterval, c.WatchCheckInterval)
+	case c.IsolationTimeout > 0 && c.IsolationTimeout < minIsolationTimeout:
+		return bad("IsolationTimeout", "must be at least %v, got %v", minIsolationTimeout, c.IsolationTimeout)
 	case c.Domain != "" && c.APIPrefix != "":
 		return bad("Domain", "set Domain or APIPrefix, not both")
 	case c.MaxBytes < 0:

@@ -110,9 +110,23 @@
 //
 // Watch reports the key's state and then every change, coalesced: a standby
 // learns of a release or an expiry within a millisecond or so instead of
-// polling. The watch is re-created after every reconnect (a KV watch stays
-// silent for many seconds after a server restart otherwise). Events are
-// hints: a standby still calls Acquire, and still polls now and then.
+// polling. A KV watch can fall silent without an error (its consumer lost
+// with a server, or stalled by unanswered flow control), so the store keeps
+// its watches alive: it re-creates a watch after every reconnect and
+// whenever it ends, with briefly bounded attempts retried quickly, and every
+// Config.WatchCheckInterval it reads the key's last revision and re-creates
+// a watch that has not delivered it (WatchStalled, then WatchRecovered).
+// Events are hints: a standby still calls Acquire, and still polls now and
+// then.
+//
+// # Isolated servers
+//
+// When the store's requests have been failing for longer than
+// Config.IsolationTimeout and the bucket's stream is out of reach through
+// the server the connection uses (typically a server cut off from its
+// cluster, which keeps its clients), a store whose connection Dial made
+// reconnects to another server (ServerIsolated), so that a holder there can
+// keep renewing on the majority side.
 //
 // # Inspecting
 //

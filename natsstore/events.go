@@ -1,6 +1,9 @@
 package natsstore
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Event is something a Store noticed that an operator should know about: a
 // degraded state, a recovery, a change of the bucket. Every event is also
@@ -174,4 +177,63 @@ func (e KeyVanished) String() string {
 
 func (e BucketDegraded) String() string {
 	return fmt.Sprintf("bucket %q: %s", e.Bucket, e.Reason)
+}
+
+// WatchStalled reports a watch that fell silent: the key changed and the
+// watch did not deliver the change (found by the liveness check, see
+// Config.WatchCheckInterval), or a lost watch could not be re-created for
+// longer than a check interval. Standbys that rely on the watch fall back to
+// polling meanwhile. The store keeps re-creating the watch and reports
+// WatchRecovered when it delivers again.
+type WatchStalled struct {
+	Bucket string
+	Key    string
+	// Silent is how long the watch is known to have been silent: since the
+	// check that first read a revision it had not delivered, or since the
+	// watch was lost.
+	Silent time.Duration
+	// Cause is the likely cause, for example refused flow-control replies
+	// (the user may not publish to $JS.FC.KV_<bucket>.>), a consumer lost
+	// with its server, or the error that keeps the watch from being
+	// re-created.
+	Cause string
+}
+
+// WatchRecovered reports that a watch reported by WatchStalled was
+// re-created and delivers again, starting with the key's current state.
+type WatchRecovered struct {
+	Bucket string
+	Key    string
+	Silent time.Duration // how long the watch was silent in all
+}
+
+// ServerIsolated reports that the bucket's stream was out of reach through
+// the server the store's connection uses, the store's requests failing for
+// longer than Config.IsolationTimeout, while the connection knows other
+// servers (typically a server cut off from the rest of its cluster): the
+// store reconnects to another server.
+type ServerIsolated struct {
+	Bucket      string
+	Server      string        // the server left, as its URL without credentials
+	Unavailable time.Duration // how long the store's requests had been failing
+	Reason      string        // what the check found
+}
+
+func (WatchStalled) isEvent()   {}
+func (WatchRecovered) isEvent() {}
+func (ServerIsolated) isEvent() {}
+
+func (e WatchStalled) String() string {
+	return fmt.Sprintf("bucket %q key %q: the watch has been silent for %v and is being re-created: %s",
+		e.Bucket, e.Key, e.Silent.Round(time.Millisecond), e.Cause)
+}
+
+func (e WatchRecovered) String() string {
+	return fmt.Sprintf("bucket %q key %q: the watch delivers again after %v of silence",
+		e.Bucket, e.Key, e.Silent.Round(time.Millisecond))
+}
+
+func (e ServerIsolated) String() string {
+	return fmt.Sprintf("bucket %q: JetStream unreachable through %s for %v (%s); reconnecting to another server",
+		e.Bucket, e.Server, e.Unavailable.Round(time.Millisecond), e.Reason)
 }

@@ -54,7 +54,8 @@ type Store struct {
 	mu      sync.Mutex // guards closed with watches.Add
 	closed  atomic.Bool
 	watches sync.WaitGroup // every goroutine of the store
-	running atomic.Int64   // watches not yet stopped
+	running atomic.Int64   // watches (and their teardowns) not yet stopped
+	health  health         // watch creation times, failing requests (liveness.go, isolation.go)
 	once    sync.Once
 	err     error // Close's answer
 }
@@ -182,6 +183,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.followConn()
+	s.watchIsolation(prefix)
 
 	// Probe the subjects every operation uses, so that a user without
 	// permission learns it now, clearly, and not as a timeout later.

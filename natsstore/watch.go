@@ -15,19 +15,30 @@ import (
 // Bounds of the pause between attempts to re-create a watch.
 const (
 	rewatchMin = 10 * time.Millisecond
-	rewatchMax = time.Second
+	rewatchMax = 500 * time.Millisecond
 )
 
 // Watch implements lease.Watcher over a KV watch of the key. It first
-// reports the key's current state, then every change: EventHeld for a write
-// (Owner is "" when the value is not a lease), EventFree for a release, a
-// delete, a purge or an expiry marker. In ExpiryObserved mode the server
+// reports the key's current state (EventFree with Revision 0 for a key never
+// written, or whose last marker is gone), then every change: EventHeld for a
+// write (Owner is "" when the value is not a lease), EventFree for a release,
+// a delete, a purge or an expiry marker. In ExpiryObserved mode the server
 // writes no expiry markers, so expiries are not reported.
 //
-// A KV watch stays silent for many seconds after a server restart, so the
-// watch is re-created whenever the connection reconnects (and whenever it
-// ends for any other reason), and reports the key's state again. The
-// channel closes when ctx is done or the store is closed.
+// A KV watch can fall silent: after a server restart or a stream leader
+// change its consumer may be gone, and the server stops delivering to a user
+// who may not answer flow control ($JS.FC). So the watch is re-created
+// whenever the connection reconnects or the watch ends, and every
+// Config.WatchCheckInterval it checks that it is alive by reading the key's
+// last revision; a watch that has not delivered a revision the store read is
+// re-created (reported as WatchStalled, then WatchRecovered). Re-creation is
+// retried quickly, each attempt briefly bounded, so that the watch is back
+// as soon as the stream has a leader again. A re-created watch reports the
+// key's state again.
+//
+// The channel closes when ctx is done or the store is closed, at once: the
+// watch's consumer is deleted in the background (Close waits for that, up to
+// Config.CloseTimeout).
 func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, error) {
 	if err := lease.ValidateLeaseID(leaseID); err != nil {
 		return nil, err
@@ -35,9 +46,22 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Count the watch among the store's goroutines before making it, so
+	// that Close waits for it and its teardown from here on.
+	s.mu.Lock()
 	if s.closed.Load() {
+		s.mu.Unlock()
 		return nil, lease.ErrClosed
 	}
+	s.watches.Add(1)
+	s.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			s.watches.Done()
+		}
+	}()
+
 	// Watches live until ctx is done or the store closes.
 	wctx, cancel := context.WithCancel(s.life)
 	stopWith := context.AfterFunc(ctx, cancel)
@@ -57,7 +81,7 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 	var w *keyWatch
 	err := failFastConn(ctx, s.nc, func(fctx context.Context) error {
 		var err error
-		w, err = s.startWatch(wctx, fctx, leaseID)
+		w, err = s.startWatch(leaseID, s.cfg.timeout(), wctx, fctx)
 		return err
 	})
 	if err != nil {
@@ -65,25 +89,27 @@ func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, 
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("natsstore: watch %s: %w", leaseID, cerr)
 		}
+		if s.closed.Load() {
+			return nil, lease.ErrClosed
+		}
 		return nil, s.fail(ctx, "watch "+leaseID, err)
 	}
-
-	events := make(chan lease.Event, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed.Load() { // closed while the watch was being made
-		w.stop()
+		s.retire(w)
 		stop()
 		return nil, lease.ErrClosed
 	}
-	s.watches.Add(1)
+
+	events := make(chan lease.Event, 1)
 	s.running.Add(1)
+	started = true
 	go func() {
 		defer s.watches.Done()
 		defer s.running.Add(-1)
 		defer close(events)
 		defer stop()
-		s.runWatch(wctx, leaseID, w, reconnected, events)
+		r := s.newWatchRun(leaseID, events)
+		r.run(wctx, w, reconnected)
 	}()
 	return events, nil
 }
@@ -102,31 +128,70 @@ type keyWatch struct {
 	cancel context.CancelFunc
 }
 
-func (w *keyWatch) stop() {
+// stop ends the watch: it deletes the watch's consumer (a request, which
+// waits for its timeout when the server does not answer) and then drains
+// its updates, so that a delivery blocked on the full channel can finish and
+// the subscription can close. It can block for as long as bound: call it
+// through Store.retire.
+func (w *keyWatch) stop(bound time.Duration) {
 	_ = w.Stop()
 	w.cancel()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-timer.C:
+			return
+		}
+	}
 }
 
-// startWatch creates a KV watch of key that lives until life is done or the
-// watch is stopped. Its creation is bounded by the store's Timeout, by
-// bound, and by the connection: a watch requested while the connection is
-// lost is abandoned at once. (nats.go ties the subscription to the context
-// it is created with, so the bound cannot be a context deadline.)
-func (s *Store) startWatch(life, bound context.Context, key string) (*keyWatch, error) {
-	wctx, cancel := context.WithCancelCause(life)
-	errCreate := errors.New("natsstore: creating the watch took too long")
-	timer := time.AfterFunc(s.cfg.timeout(), func() { cancel(errCreate) })
-	stopBound := context.AfterFunc(bound, func() { cancel(context.Cause(bound)) })
-	stopLink := func() bool { return true }
-	if l := s.link.Load(); l != nil {
-		stopLink = context.AfterFunc(l.ctx, func() { cancel(errLinkLost) })
+// retire stops w in the background. The goroutine counts among the store's
+// (Close waits for it and reports it when it does not end), so the caller
+// must hold a count of s.watches itself.
+func (s *Store) retire(w *keyWatch) {
+	s.running.Add(1)
+	s.watches.Add(1)
+	go func() {
+		defer s.watches.Done()
+		defer s.running.Add(-1)
+		w.stop(s.cfg.timeout())
+	}()
+}
+
+// errCreateTimeout reports a watch creation cut short by its bound.
+var errCreateTimeout = errors.New("natsstore: creating the watch took too long")
+
+// startWatch creates a KV watch of key; the caller must hold a count of
+// s.watches. The creation is bounded by limit,
+// by every context in bounds and by the connection: a watch requested while
+// the connection is lost is abandoned at once. The watch itself lives until
+// it is stopped (nats.go ties the subscription to the context it is created
+// with, so neither the bound nor the bounds can be that context).
+func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Context) (*keyWatch, error) {
+	wctx, cancel := context.WithCancelCause(context.Background())
+	timer := time.AfterFunc(limit, func() { cancel(errCreateTimeout) })
+	stops := []func() bool{timer.Stop}
+	for _, b := range bounds {
+		stops = append(stops, context.AfterFunc(b, func() { cancel(context.Cause(b)) }))
 	}
+	if l := s.link.Load(); l != nil {
+		stops = append(stops, context.AfterFunc(l.ctx, func() { cancel(errLinkLost) }))
+	}
+	begin := time.Now()
 	w, err := s.kv.Watch(wctx, key)
-	intime := timer.Stop()
-	intime = stopBound() && intime
-	intime = stopLink() && intime
+	took := time.Since(begin)
+	intime := true
+	for _, stop := range stops {
+		intime = stop() && intime
+	}
+	kw := &keyWatch{KeyWatcher: w, cancel: func() { cancel(nil) }}
 	if err == nil && !intime {
-		_ = w.Stop()
+		s.retire(kw)
 		err = context.Cause(wctx)
 	}
 	if err != nil {
@@ -136,69 +201,8 @@ func (s *Store) startWatch(life, bound context.Context, key string) (*keyWatch, 
 		}
 		return nil, err
 	}
-	return &keyWatch{KeyWatcher: w, cancel: func() { cancel(nil) }}, nil
-}
-
-// runWatch forwards the updates of w until ctx is done, re-creating the
-// watch after a reconnect or when it ends.
-func (s *Store) runWatch(ctx context.Context, key string, w *keyWatch,
-	reconnected <-chan nats.Status, events chan lease.Event) {
-	defer func() {
-		if w != nil {
-			w.stop()
-		}
-	}()
-	pause := rewatchMin
-	for {
-		var updates <-chan jetstream.KeyValueEntry
-		if w != nil {
-			updates = w.Updates()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-updates:
-			if !ok {
-				s.log.Debug("natsstore: watch ended; re-creating it", "lease", key)
-				w.stop()
-				w = nil
-				continue
-			}
-			if e != nil {
-				s.send(events, s.event(e))
-			}
-			pause = rewatchMin
-			continue
-		case <-reconnected:
-			s.log.Debug("natsstore: reconnected; re-creating the watch", "lease", key)
-			if w != nil {
-				w.stop()
-				w = nil
-			}
-		case <-after(w == nil, pause):
-		}
-		if w != nil {
-			continue
-		}
-		nw, err := s.startWatch(ctx, ctx, key)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Debug("natsstore: re-creating a watch failed; retrying", "lease", key, "err", err, "pause", pause)
-			}
-			pause = min(2*pause, rewatchMax)
-			continue
-		}
-		w = nw
-	}
-}
-
-// after returns a channel that fires after pause when waiting is true, and
-// nil (never fires) otherwise.
-func after(waiting bool, pause time.Duration) <-chan time.Time {
-	if !waiting {
-		return nil
-	}
-	return time.After(pause)
+	s.health.createdIn.Store(int64(took))
+	return kw, nil
 }
 
 // event translates a KV watch entry.

@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -74,11 +73,7 @@ Flags:
 		}
 		return 2
 	}
-	for _, u := range strings.Split(urls, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			o.urls = append(o.urls, u)
-		}
-	}
+	o.urls = demo.SplitURLs(urls)
 	switch {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "lock: unexpected arguments %q\n", fs.Args())

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
-	"github.com/asterforge/aster/natsstore/embedded"
 )
 
 type options struct {
@@ -162,26 +160,18 @@ func (r *recorder) current() *hold {
 func run(ctx context.Context, o options) (*summary, error) {
 	log := demo.NewLogger(o.out, !o.color)
 	rec := &recorder{hello: map[string]int{}, holds: map[uint64]*hold{}}
-	exe := o.exe
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	exe, err := demo.Executable(o.exe)
+	if err != nil {
+		return nil, err
 	}
 	if o.bucket == "" {
 		o.bucket = defaultBucket
 	}
-	urls := o.urls
-	if len(urls) == 0 {
-		ns, err := embedded.Start(ctx, embedded.Config{ServerName: "aster-lock-example"})
-		if err != nil {
-			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
-		}
-		defer ns.Close()
-		urls = []string{ns.ClientURL()}
-		log.Info("embedded NATS server started", "url", ns.ClientURL())
+	urls, stopServer, err := demo.Servers(ctx, o.urls, "aster-lock-example", log)
+	if err != nil {
+		return nil, err
 	}
+	defer stopServer()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

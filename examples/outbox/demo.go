@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/monitor"
 	"github.com/asterforge/aster/natsstore"
-	"github.com/asterforge/aster/natsstore/embedded"
 )
 
 // options configure a run of the demo.
@@ -69,27 +67,18 @@ func run(ctx context.Context, o options) (*summary, error) {
 	rec := newRecorder()
 	d := &orchestrator{o: o, log: log, con: con, rec: rec, kids: map[string]*demo.Child{}, next: 1}
 
-	d.exe = o.exe
-	if d.exe == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding this program to run its instances: %w", err)
-		}
-		d.exe = exe
+	exe, err := demo.Executable(o.exe)
+	if err != nil {
+		return nil, err
 	}
-
+	d.exe = exe
 	d.dial = o.dial
-	if len(d.dial.URLs) == 0 {
-		ns, err := embedded.Start(ctx, embedded.Config{ServerName: "aster-demo"})
-		if err != nil {
-			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
-		}
-		defer ns.Close() // and removes its temporary store
-		d.dial.URLs = []string{ns.ClientURL()}
-		log.Info("embedded NATS server started", "url", ns.ClientURL())
-	} else {
-		log.Info("using an existing NATS deployment", "urls", d.dial.URLs)
+	urls, stopServer, err := demo.Servers(ctx, d.dial.URLs, "aster-demo", log)
+	if err != nil {
+		return nil, err
 	}
+	defer stopServer() // and removes an embedded server's temporary store
+	d.dial.URLs = urls
 
 	// The orchestrator's own connection checks the deployment before any
 	// instance starts, and watches the lease key: an independent observer

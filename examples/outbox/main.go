@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -142,11 +141,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
-	for _, u := range strings.Split(urls, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			d.URLs = append(d.URLs, u)
-		}
-	}
+	d.URLs = demo.SplitURLs(urls)
 	switch {
 	case o.replicas < 1 || o.replicas > 5:
 		return o, fmt.Errorf("-replicas must be between 1 and 5, got %d", o.replicas)

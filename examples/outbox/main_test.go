@@ -215,3 +215,17 @@ func TestBadFlags(t *testing.T) {
 		assert.NotEmpty(t, stderr.String(), "%v", args)
 	}
 }
+
+func TestShortToken(t *testing.T) {
+	for _, c := range []struct {
+		in   uint64
+		want string
+	}{
+		{1, "1"},
+		{9_999_999, "9999999"},
+		{1796112891345928, "…345928"},
+		{1796112891000042, "…000042"},
+	} {
+		assert.Equal(t, c.want, shortToken(c.in), "shortToken(%d)", c.in)
+	}
+}

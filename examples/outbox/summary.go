@@ -205,9 +205,9 @@ func (s *summary) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tkind\tfrom → to\ttokens\tlease free after\tacquired after\tfirst write after")
 	for i, h := range s.Handovers {
-		from, tokens, free := "–", fmt.Sprintf("– → %d", h.ToToken), "–"
+		from, tokens, free := "–", "– → "+shortToken(h.ToToken), "–"
 		if h.From != "" {
-			from, tokens, free = h.From, fmt.Sprintf("%d → %d", h.FromToken, h.ToToken), dur(between(h.Trigger, h.Free))
+			from, tokens, free = h.From, shortToken(h.FromToken)+" → "+shortToken(h.ToToken), dur(between(h.Trigger, h.Free))
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s → %s\t%s\t%s\t%s\t%s\n", i, h.Kind, from, h.To, tokens, free,
 			dur(between(h.Trigger, h.Acquired)), dur(between(h.Trigger, h.FirstWrite)))
@@ -217,20 +217,23 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintln(w, "  lease free after: until the key was free in the store (the TTL ran out, or the old leader released it);")
 	fmt.Fprintln(w, "  acquired after: until a standby acquired the lease; first write after: until the fence accepted its")
 	fmt.Fprintln(w, "  first write. ?: not observed (the orchestrator's watch of the key coalesces events close together).")
+	if len(s.Tokens) > 0 && s.Tokens[0] >= shortTokenAbove {
+		fmt.Fprintf(w, "  Tokens show their last %d digits; the first in full is %d (a new bucket starts its sequence from the clock).\n", shortTokenDigits, s.Tokens[0])
+	}
 
 	fmt.Fprintln(w, "\nFence (lease.Fence in front of the outbox)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	total, parts := 0, []string{}
 	for _, t := range s.Tokens {
 		total += s.Accepted[t]
-		parts = append(parts, fmt.Sprintf("token %d: %d", t, s.Accepted[t]))
+		parts = append(parts, fmt.Sprintf("token %s: %d", shortToken(t), s.Accepted[t]))
 	}
 	fmt.Fprintf(tw, "  accepted writes\t%d (%s)\n", total, strings.Join(parts, ", "))
 	fmt.Fprintf(tw, "  rejected writes\t%d %s\n", len(s.Rejected), rejections(s.Rejected))
 	fmt.Fprintf(tw, "  late writes accepted\t%d\n", s.LateAccepted)
 	tokens := make([]string, 0, len(s.Tokens))
 	for _, t := range s.Tokens {
-		tokens = append(tokens, fmt.Sprint(t))
+		tokens = append(tokens, shortToken(t))
 	}
 	if s.Increasing {
 		fmt.Fprintf(tw, "  tokens\t%s: strictly increasing, in order of acquisition\n", strings.Join(tokens, " < "))
@@ -256,9 +259,25 @@ func rejections(ws []writeRec) string {
 		if w.req.Late {
 			what = ", late"
 		}
-		out = append(out, fmt.Sprintf("(%s token %d < highest %d%s)", w.req.Inst, w.req.Token, w.highest, what))
+		out = append(out, fmt.Sprintf("(%s token %s < highest %s%s)", w.req.Inst, shortToken(w.req.Token), shortToken(w.highest), what))
 	}
 	return strings.Join(out, " ")
+}
+
+// Tokens at or above shortTokenAbove are shown by their last
+// shortTokenDigits digits: a bucket's first token is drawn from the clock
+// (sixteen digits), and the demo's handovers differ only in the last few.
+const (
+	shortTokenDigits = 6
+	shortTokenMod    = 1_000_000 // 10^shortTokenDigits
+	shortTokenAbove  = 10_000_000
+)
+
+func shortToken(t uint64) string {
+	if t < shortTokenAbove {
+		return fmt.Sprint(t)
+	}
+	return fmt.Sprintf("…%0*d", shortTokenDigits, t%shortTokenMod)
 }
 
 func dur(d time.Duration) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/monitor"
 	"github.com/asterforge/aster/natsstore"
 )
 
@@ -229,11 +232,26 @@ const (
 func (e *env) useLease(ctx context.Context, user string) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	// The store re-creates a watch that stalls: a stall is seen by its
+	// event, not by a watch that never catches up.
+	var stalled atomic.Pointer[natsstore.WatchStalled]
+	cfg := e.cfg
+	cfg.OnEvent = func(ev natsstore.Event) {
+		if s, ok := ev.(natsstore.WatchStalled); ok {
+			stalled.CompareAndSwap(nil, &s)
+		}
+	}
 	store, err := natsstore.Dial(ctx, natsstore.DialOptions{URLs: []string{e.url}, User: user, Password: "pw",
-		InboxPrefix: e.inbox}, e.cfg)
+		InboxPrefix: e.inbox}, cfg)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if s := stalled.Load(); s != nil && err == nil {
+			err = fmt.Errorf("the watch stalled (%s) and had to be re-created: is the flow control subject "+
+				"$JS.FC.KV_%s.> allowed?", s.Cause, e.cfg.Bucket)
+		}
+	}()
 	defer func() { err = errors.Join(err, store.Close()) }()
 	events, err := store.Watch(ctx, "permissions.check")
 	if err != nil {
@@ -324,4 +342,87 @@ func seen(ctx context.Context, events <-chan lease.Event, rev uint64, match func
 			return ctx.Err()
 		}
 	}
+}
+
+// CheckMonitor proves the monitor's permissions in the plain topology: a
+// service user with the store's minimal permissions and the monitor's
+// registers the micro service, and an operator with the operator's
+// permissions only finds it and reads its status; a service user without
+// them cannot register it.
+func CheckMonitor(ctx context.Context, bucket string, top natstest.Topology, out io.Writer) error {
+	if top != (natstest.Topology{}) {
+		return errors.New("-monitor with -check proves the plain topology only")
+	}
+	pub, sub := natstest.Permissions(bucket, top)
+	svcPub, svcSub, opPub, opSub := natstest.MonitorPermissions(monitor.DefaultServiceName, top.Inbox())
+	minimal := subjects(pub, func(p natstest.Permission) bool { return !p.Create })
+	users := strings.Join([]string{
+		user("service", append(subjects(pub, func(natstest.Permission) bool { return true }), svcPub...), append(sub, svcSub...)),
+		user("operator", opPub, opSub),
+		user("without-monitor", minimal, sub),
+	}, ",\n")
+	e, err := start(bucket, top, users)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	connect := func(name string) (*nats.Conn, error) {
+		return nats.Connect(e.url, nats.UserInfo(name, "pw"), nats.Name(name))
+	}
+	svcConn, err := connect("service")
+	if err != nil {
+		return err
+	}
+	defer svcConn.Close()
+	reg := monitor.New(monitor.Config{Instance: "checked"})
+	svc, err := reg.Service(svcConn, monitor.ServiceConfig{})
+	if err != nil {
+		return fmt.Errorf("user service: %w", err)
+	}
+	defer func() { _ = svc.Stop() }()
+	op, err := connect("operator")
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	info, err := op.Request("$SRV.INFO."+monitor.DefaultServiceName, nil, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("operator: the service's info: %w", err)
+	}
+	var described struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(info.Data, &described); err != nil || described.ID == "" {
+		return fmt.Errorf("operator: the service's info: %q", info.Data)
+	}
+	if _, err := op.Request(monitor.DefaultServiceName+"."+described.ID+"."+monitor.EndpointStatus, nil, 2*time.Second); err != nil {
+		return fmt.Errorf("operator: the service's status: %w", err)
+	}
+	fmt.Fprintln(out, "ok: service registers the monitor micro service; operator finds it and reads its status")
+
+	errs := make(chan error, 1)
+	without, err := nats.Connect(e.url, nats.UserInfo("without-monitor", "pw"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		return err
+	}
+	defer without.Close()
+	if svc, err := monitor.New(monitor.Config{Instance: "refused"}).Service(without, monitor.ServiceConfig{}); err == nil {
+		_ = without.Flush()
+		select {
+		case err = <-errs:
+		case <-time.After(2 * time.Second):
+		}
+		_ = svc.Stop()
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			return fmt.Errorf("without the monitor's permissions: want a permissions violation, got %v", err)
+		}
+	}
+	fmt.Fprintln(out, "ok: without the monitor's permissions: refused")
+	return nil
 }

@@ -47,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	exporter := fs.String("exporter", "JS", "with -api-prefix: the `account` that holds the bucket")
 	create := fs.Bool("create", false, "include the permission to create the bucket")
 	check := fs.Bool("check", false, "prove the permissions against nats-server in the process, in this topology")
+	mon := fs.Bool("monitor", false, "also print what a process that registers the monitor micro service, "+
+		"and an operator who runs aster status and aster tree, need")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -67,6 +69,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if top.APIPrefix != "" {
 		fmt.Fprint(stdout, accounts(*bucket, *exporter, top, *create))
 	}
+	if *mon {
+		fmt.Fprint(stdout, monitorPermissions(top))
+	}
 	if !*check {
 		return 0
 	}
@@ -74,6 +79,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := Check(context.Background(), *bucket, top, stdout); err != nil {
 		fmt.Fprintln(stderr, "permissions:", err)
 		return 1
+	}
+	if *mon {
+		if err := CheckMonitor(context.Background(), *bucket, top, stdout); err != nil {
+			fmt.Fprintln(stderr, "permissions:", err)
+			return 1
+		}
 	}
 	return 0
 }
@@ -98,6 +109,28 @@ func config(pub []natstest.Permission, sub []string, create bool) string {
 	}
 	b.WriteString("  ] }\n}\n")
 	return b.String()
+}
+
+// monitorPermissions renders what the monitor's micro service and the
+// operator's aster status need.
+func monitorPermissions(top natstest.Topology) string {
+	svcPub, svcSub, opPub, opSub := natstest.MonitorPermissions("aster", top.Inbox())
+	var b strings.Builder
+	b.WriteString("\n# A process that registers the monitor micro service (monitor.Registry.Service) adds:\n")
+	fmt.Fprintf(&b, "#   publish:   %s   (its replies; or allow_responses: true)\n", quoted(svcPub))
+	fmt.Fprintf(&b, "#   subscribe: %s   (discovery, and the status, leases and tree endpoints)\n", quoted(svcSub))
+	b.WriteString("# An operator who runs aster status and aster tree (nats micro ls too) needs:\n")
+	fmt.Fprintf(&b, "#   publish:   %s\n", quoted(opPub))
+	fmt.Fprintf(&b, "#   subscribe: %s\n", quoted(opSub))
+	return b.String()
+}
+
+func quoted(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // accounts renders the exports and imports of a cross-account setup.

@@ -109,3 +109,19 @@ func TestConfigOutput(t *testing.T) {
 		assert.NotEmpty(t, stderr.String())
 	}
 }
+
+// TestMonitorPermissions proves the monitor micro service's permissions:
+// with them a service registers it and an operator reads its status;
+// without them the service is refused.
+func TestMonitorPermissions(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, CheckMonitor(t.Context(), "aster_leases", natstest.Topology{}, &out))
+	t.Log("\n" + out.String())
+	assert.Equal(t, 2, strings.Count(out.String(), "ok: "))
+
+	var printed, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"-monitor"}, &printed, &stderr), stderr.String())
+	for _, s := range []string{`"$SRV.>"`, `"aster.>"`, `"$SRV.INFO.aster"`} {
+		assert.Contains(t, printed.String(), s)
+	}
+}

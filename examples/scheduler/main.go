@@ -24,9 +24,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/asterforge/aster/examples/internal/demo"
 )
 
 // Defaults of the example.
@@ -90,11 +91,7 @@ Flags:
 		}
 		return 2
 	}
-	for _, u := range strings.Split(urls, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			o.urls = append(o.urls, u)
-		}
-	}
+	o.urls = demo.SplitURLs(urls)
 	switch {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "scheduler: unexpected arguments %q\n", fs.Args())

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
-	"github.com/asterforge/aster/natsstore/embedded"
 )
 
 // leaderSeen is one term of the sequencer, as the orchestrator's watch saw
@@ -61,23 +59,15 @@ func (r *recorder) leader() (leaderSeen, bool) {
 func run(ctx context.Context, o options) (*summary, error) {
 	log := demo.NewLogger(o.out, true)
 	rec := &recorder{}
-	exe := o.exe
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	exe, err := demo.Executable(o.exe)
+	if err != nil {
+		return nil, err
 	}
-	urls := o.urls
-	if len(urls) == 0 {
-		ns, err := embedded.Start(ctx, embedded.Config{ServerName: "aster-scheduler-example"})
-		if err != nil {
-			return nil, fmt.Errorf("starting the embedded NATS server: %w", err)
-		}
-		defer ns.Close()
-		urls = []string{ns.ClientURL()}
-		log.Info("embedded NATS server started", "url", ns.ClientURL())
+	urls, stopServer, err := demo.Servers(ctx, o.urls, "aster-scheduler-example", log)
+	if err != nil {
+		return nil, err
 	}
+	defer stopServer()
 	url := strings.Join(urls, ",")
 
 	nc, err := nats.Connect(url, nats.Name("scheduler-orchestrator"))

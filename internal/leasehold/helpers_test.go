@@ -1,7 +1,6 @@
 package leasehold
 
 import (
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/asterforge/aster/internal/actorsys"
+	"github.com/asterforge/aster/internal/testrec"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 )
@@ -24,38 +24,12 @@ func TestMain(m *testing.M) {
 }
 
 // recorder keeps the reports a hook saw, with the virtual time of each.
-type recorder struct {
-	mu  sync.Mutex
-	evs []Report
-	at  []time.Time
-}
-
-func (r *recorder) hook(ev Report) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.evs = append(r.evs, ev)
-	r.at = append(r.at, time.Now())
-}
+type recorder = testrec.Recorder[Report]
 
 // all returns the reports of type T, and when each was seen.
-func all[T Report](r *recorder) ([]T, []time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []T
-	var at []time.Time
-	for i, ev := range r.evs {
-		if e, ok := ev.(T); ok {
-			out = append(out, e)
-			at = append(at, r.at[i])
-		}
-	}
-	return out, at
-}
+func all[T Report](r *recorder) ([]T, []time.Time) { return testrec.All[T](r) }
 
-func count[T Report](r *recorder) int {
-	evs, _ := all[T](r)
-	return len(evs)
-}
+func count[T Report](r *recorder) int { return testrec.Count[T](r) }
 
 // watchdogRig runs one Watchdog under a parent actor that forwards Poison
 // messages to a channel. It must be made inside a synctest bubble.
@@ -94,7 +68,7 @@ func newWatchdogRig(t *testing.T, cfg lease.Config) *watchdogRig {
 	r.parent = r.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
-			dogs <- c.Spawn(WatchdogProps(r.faults, r.hold, cfg, nil, r.rec.hook))
+			dogs <- c.Spawn(WatchdogProps(r.faults, r.hold, cfg, nil, r.rec.Hook))
 		case Poison:
 			r.poison <- m
 		}

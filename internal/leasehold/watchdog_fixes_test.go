@@ -140,7 +140,7 @@ func TestWatchdogJittersAfterALateRenewal(t *testing.T) {
 		rec := &recorder{}
 		var n atomic.Int32
 		hook := func(ev Report) {
-			rec.hook(ev)
+			rec.Hook(ev)
 			if _, ok := ev.(Renewed); ok && n.Add(1) == 2 {
 				time.Sleep(3 * time.Second) // busy: the next renewal comes due meanwhile
 			}

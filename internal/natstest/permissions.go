@@ -127,3 +127,15 @@ func CrossAccount(bucket, exporter string, t Topology, create bool) (exports, im
 		fmt.Sprintf(`{stream: {account: %s, subject: "%s.>"}}`, exporter, t.Inbox()))
 	return exports, imports
 }
+
+// MonitorPermissions returns what a process that registers the monitor
+// package's NATS micro service (named service, "aster" by default) needs on
+// top of its store's permissions, and what an operator who runs `aster
+// status` and `aster tree` needs: the subjects each publishes to and
+// subscribes to. inbox is the operator's inbox prefix ("_INBOX").
+func MonitorPermissions(service, inbox string) (svcPublish, svcSubscribe, opPublish, opSubscribe []string) {
+	return []string{inbox + ".>"}, // replies to the requests it answers
+		[]string{"$SRV.>", service + ".>"}, // discovery (PING, INFO, STATS) and the endpoints
+		[]string{"$SRV.INFO." + service, service + ".>"},
+		[]string{inbox + ".>"}
+}

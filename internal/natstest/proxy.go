@@ -10,13 +10,18 @@ import (
 // Proxy forwards TCP connections from a loopback port to a server, and can
 // freeze them: while frozen, no byte passes in either direction, but every
 // connection stays open. A client then sees its requests time out while it
-// still counts itself connected, as behind a stalled network path.
+// still counts itself connected, as behind a stalled network path. Cut
+// drops every connection instead, while the server keeps running: the
+// clients reconnect through the proxy, to the same server.
+//
+//	p := natstest.StartProxy(t, srv.ClientURL())
+//	nc, err := nats.Connect(p.URL(), nats.IgnoreDiscoveredServers())
+//	p.Cut() // nc reconnects
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu     sync.Mutex
-	frozen bool
 	thaw   chan struct{} // closed when the proxy thaws; nil while not frozen
 	conns  map[net.Conn]struct{}
 	closed bool
@@ -51,6 +56,15 @@ func (p *Proxy) Freeze(on bool) {
 	case !on && p.thaw != nil:
 		close(p.thaw)
 		p.thaw = nil
+	}
+}
+
+// Cut closes every connection through the proxy; new ones are accepted.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
 	}
 }
 

@@ -1,0 +1,256 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const (
+	// minIsolationTimeout is the shortest Config.IsolationTimeout.
+	minIsolationTimeout = 100 * time.Millisecond
+	// maxIsolationBackoff caps how many times longer than
+	// Config.IsolationTimeout the store waits before moving again when
+	// JetStream stays unreachable after a move (the whole cluster may be
+	// down: moving does not help then).
+	maxIsolationBackoff = 16
+	// minReplicaSilence is how long a stream leader must not have heard
+	// from a replica before the probe counts the replica as cut off: the
+	// leader hears from its replicas about every second.
+	minReplicaSilence = 3 * time.Second
+)
+
+// isolationTimeout resolves Config.IsolationTimeout for a store that owns
+// its connection (Dial) or not; 0 means off.
+func (c Config) isolationTimeout(ownConn bool) time.Duration {
+	switch {
+	case c.IsolationTimeout < 0:
+		return 0
+	case c.IsolationTimeout > 0:
+		return c.IsolationTimeout
+	case ownConn:
+		return DefaultIsolationTimeout
+	default:
+		return 0
+	}
+}
+
+// isolation records how JetStream answers the store's requests. Times are
+// monotonic, in nanoseconds since start plus one (0 means none).
+type isolation struct {
+	start  time.Time
+	failed atomic.Int64 // when the first request that failed since the last success was sent
+	moves  atomic.Int64 // moves since the last success
+}
+
+func (iso *isolation) now() int64 { return int64(time.Since(iso.start)) + 1 }
+
+// note records the outcome of a request made with ctx, sent at begin.
+//
+// A request that went unanswered, or was refused because JetStream is
+// unavailable (code 503), fails; so does a write refused as a conflict:
+// usually another writer was first, but a server cut off from its cluster
+// while it led the bucket's stream refuses every write so, and answers
+// reads from what it has, until it steps down. Only what the cluster had to
+// agree on (commits: a write acknowledged, a consumer created) ends a
+// failure; the probe of watchIsolation decides the rest.
+func (iso *isolation) note(ctx context.Context, begin time.Time, err error, commits bool) {
+	switch {
+	case err == nil && commits:
+		iso.healthy()
+	case err != nil && isConflict(err):
+		iso.fail(begin)
+	case jsAnswered(err):
+		// An answer, but no proof that the cluster is there.
+	case errors.Is(err, context.Canceled) && !errors.Is(context.Cause(ctx), errCreateTimeout),
+		errors.Is(err, errLinkLost),
+		errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrPermissionViolation):
+		// The caller gave up, the connection is down (nats.go reconnects
+		// by itself), or a permission is missing: no sign of isolation.
+	default:
+		iso.fail(begin)
+	}
+}
+
+func (iso *isolation) fail(begin time.Time) {
+	iso.failed.CompareAndSwap(0, int64(begin.Sub(iso.start))+1)
+}
+
+// healthy ends a failure.
+func (iso *isolation) healthy() {
+	iso.failed.Store(0)
+	iso.moves.Store(0)
+}
+
+// unansweredFor returns how long the store's requests have been failing,
+// or 0.
+func (iso *isolation) unansweredFor() time.Duration {
+	f := iso.failed.Load()
+	if f == 0 {
+		return 0
+	}
+	return time.Duration(iso.now() - f)
+}
+
+// jsAnswered reports whether err (nil included) is an answer of JetStream,
+// as opposed to a request that went unanswered or was refused because
+// JetStream is unavailable (code 503) on this server.
+func jsAnswered(err error) bool {
+	if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code != http.StatusServiceUnavailable
+	}
+	var legacy *nats.APIError // a watch's creation goes through nats.go's older API
+	if errors.As(err, &legacy) {
+		return legacy.Code != http.StatusServiceUnavailable
+	}
+	return false
+}
+
+// notingKV is a keyValue that records in iso how JetStream answers.
+type notingKV struct {
+	keyValue
+	iso *isolation
+}
+
+func (k notingKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	begin := time.Now()
+	ack, err := k.keyValue.PublishMsg(ctx, m, opts...)
+	k.iso.note(ctx, begin, err, true)
+	return ack, err
+}
+
+func (k notingKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	begin := time.Now()
+	m, err := k.keyValue.GetLastMsgForSubject(ctx, subject)
+	k.iso.note(ctx, begin, err, false)
+	return m, err
+}
+
+func (k notingKV) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	begin := time.Now()
+	w, err := k.keyValue.Watch(ctx, keys, opts...)
+	k.iso.note(ctx, begin, err, true)
+	return w, err
+}
+
+// watchIsolation starts the isolation check when Config.IsolationTimeout
+// applies: when the store's requests have been failing for longer than the
+// timeout while connected, it asks for the bucket's stream information
+// (probeStream), and when that shows the stream unreachable through this
+// server and the connection knows other servers, it reconnects to another
+// one. api is the JetStream API prefix, ending with '.'. It costs no
+// request while the store's requests succeed, and one per
+// IsolationTimeout/4 at most while they fail.
+func (s *Store) watchIsolation(api string) {
+	bound := s.cfg.isolationTimeout(s.ownConn)
+	if bound <= 0 || s.nc == nil {
+		return
+	}
+	iso := &s.health.isolation
+	iso.start = time.Now()
+	s.kv = notingKV{keyValue: s.kv, iso: iso}
+	subject := api + "STREAM.INFO.KV_" + s.bucket
+	s.watches.Add(1)
+	go func() {
+		defer s.watches.Done()
+		tick := time.NewTicker(bound / 4)
+		defer tick.Stop()
+		alone := false // logged that no other server is known
+		for {
+			select {
+			case <-s.life.Done():
+				return
+			case <-tick.C:
+			}
+			if s.nc.Status() != nats.CONNECTED {
+				iso.failed.Store(0) // nats.go reconnects; judge the next server afresh
+				continue
+			}
+			silent := iso.unansweredFor()
+			if silent == 0 || silent < bound*time.Duration(min(1<<iso.moves.Load(), maxIsolationBackoff)) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(s.life, bound/2)
+			err := s.probeStream(ctx, subject, max(bound, minReplicaSilence))
+			cancel()
+			if s.life.Err() != nil {
+				continue
+			}
+			if err == nil {
+				iso.healthy()
+				continue
+			}
+			server := s.nc.ConnectedUrlRedacted()
+			if len(s.nc.Servers()) < 2 {
+				if !alone {
+					alone = true
+					s.log.Warn("natsstore: JetStream is unreachable through the only server this connection knows",
+						"server", server, "for", silent, "err", err)
+				}
+				continue
+			}
+			alone = false
+			ev := ServerIsolated{Bucket: s.bucket, Server: server, Unavailable: silent, Reason: err.Error()}
+			s.log.Warn("natsstore: JetStream is unreachable through this server; reconnecting to another",
+				"server", server, "for", silent, "err", err)
+			s.emit(ev)
+			iso.failed.Store(0)
+			iso.moves.Add(1)
+			if err := s.nc.ForceReconnect(); err != nil {
+				s.log.Warn("natsstore: reconnecting to another server failed", "err", err)
+			}
+		}
+	}()
+}
+
+// probeStream asks for the bucket's stream information, which the stream
+// leader answers. It returns nil when the answer shows a stream that can
+// commit: one with a leader that has heard from a majority of its replicas
+// within silence. No answer, or an answer from a leader cut off from its
+// replicas (it goes on answering until it steps down), is an error.
+func (s *Store) probeStream(ctx context.Context, subject string, silence time.Duration) error {
+	resp, err := s.nc.RequestWithContext(ctx, subject, nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Error   *jetstream.APIError    `json:"error,omitempty"`
+		Cluster *jetstream.ClusterInfo `json:"cluster,omitempty"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil // an answer all the same
+	}
+	switch {
+	case r.Error != nil && r.Error.Code == http.StatusServiceUnavailable:
+		return r.Error
+	case r.Error != nil || r.Cluster == nil:
+		return nil // answered: the bucket is gone, or JetStream is not clustered
+	case r.Cluster.Leader == "":
+		return errors.New("the bucket's stream has no leader that this server can reach")
+	}
+	heard := 1 // the leader
+	for _, p := range r.Cluster.Replicas {
+		if p != nil && !p.Offline && p.Active < silence {
+			heard++
+		}
+	}
+	if quorum := (len(r.Cluster.Replicas)+1)/2 + 1; heard < quorum {
+		return fmt.Errorf("the bucket's stream leader %s has not heard from a majority of its replicas for %v",
+			r.Cluster.Leader, silence)
+	}
+	return nil
+}

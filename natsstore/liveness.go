@@ -1,0 +1,323 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/lease"
+)
+
+const (
+	// minWatchCheckInterval is the shortest Config.WatchCheckInterval.
+	minWatchCheckInterval = 50 * time.Millisecond
+	// rewatchAttempt bounds one attempt to re-create a watch: a consumer
+	// creation the server does not answer (a stream without a leader) is
+	// given up and retried, so that the watch is back soon after the stream
+	// has a leader again. It grows to ten times the last creation when
+	// creations are slow, and never exceeds Config.Timeout.
+	rewatchAttempt = time.Second
+)
+
+// health is what the store learned about its watches and about JetStream's
+// reachability, shared by its goroutines.
+type health struct {
+	createdIn atomic.Int64 // how long the last watch creation took, in nanoseconds
+	isolation isolation    // see isolation.go
+}
+
+func (c Config) watchCheck() time.Duration {
+	switch {
+	case c.WatchCheckInterval < 0:
+		return 0
+	case c.WatchCheckInterval == 0:
+		return DefaultWatchCheckInterval
+	default:
+		return c.WatchCheckInterval
+	}
+}
+
+// attemptLimit bounds one attempt to re-create a watch.
+func (s *Store) attemptLimit() time.Duration {
+	limit := max(rewatchAttempt, 10*time.Duration(s.health.createdIn.Load()))
+	return min(limit, s.cfg.timeout())
+}
+
+// watchRun keeps one Watch call's KV watch alive and forwards its updates:
+// it re-creates the watch after a reconnect or when it ends, checks every
+// interval that it has delivered the key's last revision, and reports a
+// watch that was silent for longer than it should be.
+type watchRun struct {
+	s        *Store
+	key      string
+	events   chan lease.Event
+	interval time.Duration // of the liveness check; 0 when disabled
+	stallAt  time.Duration // a watch lost for this long is reported
+
+	w       *keyWatch // nil while it is being re-created
+	gen     uint64    // counts the watches made, to match check results
+	initial bool      // w has not delivered the key's initial state yet
+	seen    bool      // w delivered an entry of the initial state
+	rev     uint64    // the highest revision w delivered
+
+	check     *time.Timer // the next liveness check, or the end of a grace
+	reading   bool        // a check's read is in flight
+	checked   chan checkResult
+	pending   uint64    // a revision a check read that w had not delivered
+	pendingAt time.Time // when that check was sent
+
+	lostAt   time.Time // since when the watch is known silent; zero while it works
+	cause    string    // the likely cause of the silence
+	reported bool      // WatchStalled was sent for this silence
+	retry    *time.Timer
+	pause    time.Duration
+}
+
+// checkResult is the answer of a liveness check's read.
+type checkResult struct {
+	gen uint64
+	rev uint64
+	at  time.Time
+	err error
+}
+
+func (s *Store) newWatchRun(key string, events chan lease.Event) *watchRun {
+	r := &watchRun{
+		s:        s,
+		key:      key,
+		events:   events,
+		interval: s.cfg.watchCheck(),
+		checked:  make(chan checkResult, 1),
+		pause:    rewatchMin,
+	}
+	r.stallAt = r.interval
+	if r.stallAt == 0 {
+		r.stallAt = DefaultWatchCheckInterval
+	}
+	return r
+}
+
+// run forwards the updates of w, and of the watches that replace it, until
+// ctx is done.
+func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats.Status) {
+	r.check = time.NewTimer(time.Hour)
+	r.check.Stop()
+	r.retry = time.NewTimer(time.Hour)
+	r.retry.Stop()
+	defer r.check.Stop()
+	defer r.retry.Stop()
+	defer func() {
+		if r.w != nil {
+			r.s.retire(r.w)
+		}
+	}()
+	r.use(w)
+	for {
+		var updates <-chan jetstream.KeyValueEntry
+		if r.w != nil {
+			updates = r.w.Updates()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-updates:
+			if !ok {
+				r.s.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key)
+				r.lose("the watch's subscription ended", time.Now())
+				r.retry.Reset(r.pause)
+				continue
+			}
+			r.deliver(e)
+		case <-reconnected:
+			r.s.log.Debug("natsstore: reconnected; re-creating the watch", "lease", r.key)
+			if r.w != nil {
+				r.lose("the connection to NATS was lost", time.Now())
+			}
+			r.recreate(ctx)
+		case <-r.retry.C:
+			r.recreate(ctx)
+		case <-r.check.C:
+			if r.w == nil {
+				continue
+			}
+			if r.pending != 0 && r.rev < r.pending {
+				r.stalled(ctx)
+				continue
+			}
+			r.pending = 0
+			r.startCheck(ctx)
+			r.check.Reset(r.interval)
+		case res := <-r.checked:
+			r.reading = false
+			if res.err == nil && res.gen == r.gen && r.w != nil && res.rev > r.rev {
+				// Give the watch a little time to deliver what the read saw.
+				r.pending, r.pendingAt = res.rev, res.at
+				r.check.Reset(r.interval / 2)
+			}
+		}
+	}
+}
+
+// use makes w the watch to forward.
+func (r *watchRun) use(w *keyWatch) {
+	r.w = w
+	r.gen++
+	r.initial, r.seen, r.rev, r.pending = true, false, 0, 0
+	r.retry.Stop()
+	if r.interval > 0 {
+		r.check.Reset(r.interval)
+	}
+}
+
+// deliver forwards one update of the watch; nil marks the end of the key's
+// initial state.
+func (r *watchRun) deliver(e jetstream.KeyValueEntry) {
+	if e == nil {
+		if !r.initial {
+			return
+		}
+		r.initial = false
+		if !r.seen { // the key is empty: say so, it is its current state
+			r.s.send(r.events, lease.Event{LeaseID: r.key, Kind: lease.EventFree})
+		}
+		r.recovered()
+		return
+	}
+	if r.initial {
+		r.seen = true
+	}
+	r.rev = max(r.rev, e.Revision())
+	r.s.send(r.events, r.s.event(e))
+	if r.pending != 0 && r.rev >= r.pending {
+		r.pending = 0
+		r.check.Reset(r.interval)
+	}
+}
+
+// startCheck reads the key's last revision in the background, unless a read
+// is still in flight.
+func (r *watchRun) startCheck(ctx context.Context) {
+	if r.reading {
+		return
+	}
+	r.reading = true
+	gen, s := r.gen, r.s
+	bound := min(r.interval, s.cfg.timeout())
+	s.watches.Add(1) // the caller's goroutine holds a count
+	go func() {
+		defer s.watches.Done()
+		at := time.Now()
+		m, err := s.read(ctx, at.Add(bound), r.key)
+		res := checkResult{gen: gen, at: at, err: err}
+		if err == nil {
+			res.rev = m.Sequence
+		}
+		r.checked <- res // never blocks: one read at a time
+	}()
+}
+
+// stalled handles a watch that did not deliver a revision a check read.
+func (r *watchRun) stalled(ctx context.Context) {
+	r.lose(r.s.stallCause(), r.pendingAt)
+	r.report()
+	r.recreate(ctx)
+}
+
+// lose retires the watch, and starts a silence unless one has begun.
+func (r *watchRun) lose(cause string, since time.Time) {
+	if r.w != nil {
+		r.s.retire(r.w)
+		r.w = nil
+	}
+	r.check.Stop()
+	r.pending = 0
+	if r.lostAt.IsZero() {
+		r.lostAt, r.cause, r.reported = since, cause, false
+	}
+}
+
+// recreate makes a new watch, or schedules the next attempt.
+func (r *watchRun) recreate(ctx context.Context) {
+	if r.w != nil || ctx.Err() != nil {
+		return
+	}
+	if r.lostAt.IsZero() {
+		r.lostAt = time.Now()
+	}
+	w, err := r.s.startWatch(r.key, r.s.attemptLimit(), ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		r.cause = r.s.recreateCause(err)
+		r.s.log.Debug("natsstore: re-creating a watch failed; retrying", "lease", r.key, "err", err, "pause", r.pause)
+		if !r.reported && time.Since(r.lostAt) >= r.stallAt {
+			r.report()
+		}
+		r.retry.Reset(r.pause)
+		r.pause = min(2*r.pause, rewatchMax)
+		return
+	}
+	r.use(w)
+}
+
+// report says that the watch has been silent for longer than it should.
+func (r *watchRun) report() {
+	r.reported = true
+	ev := WatchStalled{Bucket: r.s.bucket, Key: r.key, Silent: time.Since(r.lostAt), Cause: r.cause}
+	r.s.log.Warn("natsstore: a watch is silent; re-creating it", "lease", r.key, "silent", ev.Silent, "cause", ev.Cause)
+	r.s.emit(ev)
+}
+
+// recovered ends a silence once a new watch has delivered the key's state.
+func (r *watchRun) recovered() {
+	r.pause = rewatchMin
+	if r.lostAt.IsZero() {
+		return
+	}
+	if r.reported {
+		ev := WatchRecovered{Bucket: r.s.bucket, Key: r.key, Silent: time.Since(r.lostAt)}
+		r.s.log.Info("natsstore: a silent watch delivers again", "lease", r.key, "silent", ev.Silent)
+		r.s.emit(ev)
+	}
+	r.lostAt, r.cause, r.reported = time.Time{}, "", false
+}
+
+// stallCause names the likely cause of a watch that stopped delivering.
+func (s *Store) stallCause() string {
+	if s.nc != nil {
+		if err := s.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) &&
+			strings.Contains(err.Error(), "$JS.FC.") {
+			return "the server stopped delivering because this user may not answer its flow control; " +
+				"allow it to publish to $JS.FC.KV_" + s.bucket + ".> (" + err.Error() + ")"
+		}
+	}
+	return "the watch's consumer stopped delivering (lost with its server or in a stream leader change, " +
+		"or stalled by unanswered flow control)"
+}
+
+// recreateCause names the likely cause of a failed watch creation.
+func (s *Store) recreateCause(err error) string {
+	switch {
+	case errors.Is(err, errLinkLost):
+		return "not connected to NATS"
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return "creating the watch's consumer was refused: " + err.Error()
+	case errors.Is(err, errCreateTimeout):
+		// The server drops a request it does not permit, and says so apart.
+		if s.nc != nil {
+			if last := s.nc.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) &&
+				strings.Contains(last.Error(), "CONSUMER.CREATE") {
+				return "creating the watch's consumer was refused: " + last.Error()
+			}
+		}
+		return "the server did not answer the creation of the watch's consumer " +
+			"(the stream may have no leader: a server or its cluster is down)"
+	}
+	return "re-creating the watch failed: " + err.Error()
+}
