@@ -99,6 +99,9 @@ func newClusterEnv(t *testing.T, name string) *env {
 	var err error
 	e.cluster, err = harness.StartCluster(t, bins["chaos-nats"], e.dir, 3, e.proxies)
 	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*limit)
+	defer cancel()
+	require.NoError(t, e.cluster.WaitHealthy(ctx, 2*limit))
 	e.startFence()
 	return e
 }

@@ -22,8 +22,9 @@
 //   - lock: lock.Locker guards, taken and released again and again.
 //
 // With -stubborn, a workload (the tree's child in tree mode) ignores its
-// cancellation for that long, and then makes one last write with the tenure
-// it read before, unchecked, as a write prepared before a stall would land.
+// cancellation for that long; with -late-write it then makes one last write
+// with the tenure it read first, unchecked, as a write prepared before a
+// stall would land.
 //
 // It prints "ready" once its store is open and its candidates run. SIGUSR1
 // makes every supervisor resign (LeaseSupervisor.Resign, holding off
@@ -52,8 +53,9 @@ import (
 type options struct {
 	natsURL, fenceURL, leaseID, proc, logPath, bucket, mode, owner, ids string
 	ttl, renew, standby, writeEvery, hold, maxTTL, stubborn, shutdown   time.Duration
-	resignHold                                                          time.Duration
+	resignHold, isolation                                               time.Duration
 	candidates, replicas                                                int
+	lateWrite                                                           bool
 }
 
 func main() {
@@ -78,6 +80,8 @@ func main() {
 	flag.DurationVar(&o.shutdown, "shutdown", 50*time.Millisecond, "tree mode: the writing child's Shutdown")
 	flag.DurationVar(&o.resignHold, "resign-hold", time.Second, "how long a supervisor holds off after SIGUSR1")
 	flag.StringVar(&o.ids, "ids", "chaos_ids", "singleton mode: the KV bucket of request IDs")
+	flag.BoolVar(&o.lateWrite, "late-write", false, "a stubborn workload makes one unchecked write when it stops")
+	flag.DurationVar(&o.isolation, "isolation", 0, "natsstore.Config.IsolationTimeout (0: never, as for NewConn)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -133,11 +137,16 @@ func run(ctx context.Context, o options) error {
 	defer cancel()
 	var store *natsstore.Store
 	cfg := natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2, MaxTTL: o.maxTTL, Replicas: o.replicas,
-		OnEvent: func(ev natsstore.Event) { fmt.Printf("store event: %v\n", ev) }}
-	for {
+		IsolationTimeout: o.isolation,
+		OnEvent:          func(ev natsstore.Event) { fmt.Printf("store event: %T: %v\n", ev, ev) }}
+	for last := ""; ; {
 		store, err = natsstore.NewConn(openCtx, nc, cfg)
 		if err == nil || openCtx.Err() != nil {
 			break
+		}
+		if err.Error() != last {
+			last = err.Error()
+			fmt.Println("open store: retrying:", last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -23,8 +23,9 @@ type tenureOf func() (lease.Tenure, error)
 // work is a workload of the candidate sup: it writes through the fence
 // every o.writeEvery while tenure succeeds and ctx lasts, and returns
 // after o.hold if set, which hands the lease over. With o.stubborn it then
-// ignores its cancellation that long, and makes one last write with the
-// tenure it read first, unchecked: a write prepared before a stall.
+// ignores its cancellation that long, and with o.lateWrite makes one last
+// write with the tenure it read first, unchecked: a write prepared before a
+// stall.
 func (e *env) work(ctx context.Context, sup, owner string, term actors.Term) error {
 	return e.workWith(ctx, sup, owner, term.Tenure)
 }
@@ -67,7 +68,9 @@ loop:
 	}
 	if o.stubborn > 0 {
 		time.Sleep(o.stubborn) // deaf to ctx
-		e.write(owner, first)
+		if o.lateWrite {
+			e.write(owner, first)
+		}
 	}
 	return nil
 }
