@@ -264,10 +264,13 @@ func (e *env) killNode(n *harness.NATS, what string) clusterRun {
 	return single(from, record.Now(), n.Name())
 }
 
-var clusterFaults = []struct {
+// clusterCase is a fault of the cluster scenarios.
+type clusterCase struct {
 	name, desc string
 	fault      clusterFault
-}{
+}
+
+var clusterFaults = []clusterCase{
 	{"stream-leader-kill", "SIGKILL of the node that leads the bucket's stream, restarted once the stream is back",
 		func(e *env) clusterRun { return e.killNode(e.cluster.Node(e.awaitStreamLeader()), "stream leader") }},
 	{"leader-server-kill", "SIGKILL of the node the leading holder is connected to, restarted once the stream is back",

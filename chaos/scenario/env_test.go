@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -321,9 +322,34 @@ func (e *env) finish(desc string, runs int, notes string, causes ...string) repo
 	wg.Wait()
 
 	h := e.history()
+	if e.cluster != nil {
+		notes = strings.TrimPrefix(notes+"; store events: "+e.storeEvents(hs), "; ")
+	}
 	row := judge(e.t, e.name, h, h.Ops, e.requests(), desc, runs, notes, causes...)
 	addRow(row)
 	return row
+}
+
+// storeEvents counts the natsstore events the holders hs reported, by type.
+func (e *env) storeEvents(hs []*holder) string {
+	counts := map[string]int{}
+	for _, h := range hs {
+		for _, line := range strings.Split(h.proc.Output(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "store event: natsstore."); ok {
+				if typ, _, ok := strings.Cut(rest, ":"); ok {
+					counts[typ]++
+				}
+			}
+		}
+	}
+	if len(counts) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, typ := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", typ, counts[typ]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // history reads everything recorded so far: the holders' logs, the

@@ -239,15 +239,15 @@ func testCycles(t *testing.T, name, desc string, procs, each int, d time.Duratio
 // and the watch rather than the hold-off.
 func TestGraceful(t *testing.T) {
 	testCycles(t, "graceful", "3 holders of 3 candidates; each leader releases after 20 ms of work", 3, 3,
-		time.Duration(rounds(3, 40))*time.Second, "-standby", "100ms")
+		time.Duration(rounds(3, 60))*time.Second, "-standby", "100ms")
 }
 
 func TestLockGraceful(t *testing.T) {
 	testCycles(t, "lock-graceful", "3 lock.Locker holders; each releases its guard after 20 ms of work", 3, 1,
-		time.Duration(rounds(2, 20))*time.Second, "-mode", "lock")
+		time.Duration(rounds(2, 40))*time.Second, "-mode", "lock")
 }
 
 func TestHerd(t *testing.T) {
 	fullOnly(t)
-	testCycles(t, "herd-100", "100 candidates in 4 processes; each leader releases after 20 ms", 4, 25, 15*time.Second)
+	testCycles(t, "herd-100", "100 candidates in 4 processes; each leader releases after 20 ms", 4, 25, 25*time.Second)
 }
