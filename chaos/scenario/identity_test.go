@@ -60,7 +60,7 @@ func TestDuplicateOwnerKill(t *testing.T) {
 // lease over every 20 ms.
 func TestDuplicateOwnerGraceful(t *testing.T) {
 	testCycles(t, "dup-owner-graceful", "3 holders of 3 candidates, all with one owner ID; each leader releases after 20 ms",
-		3, 3, time.Duration(rounds(2, 90))*time.Second, "-standby", "100ms", "-owner", sharedOwner)
+		3, 3, time.Duration(rounds(2, 100))*time.Second, "-standby", "100ms", "-owner", sharedOwner)
 }
 
 // stubborn is how long the workloads of the stuck-workload scenarios ignore

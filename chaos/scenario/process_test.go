@@ -244,10 +244,10 @@ func TestGraceful(t *testing.T) {
 
 func TestLockGraceful(t *testing.T) {
 	testCycles(t, "lock-graceful", "3 lock.Locker holders; each releases its guard after 20 ms of work", 3, 1,
-		time.Duration(rounds(2, 40))*time.Second, "-mode", "lock")
+		time.Duration(rounds(2, 60))*time.Second, "-mode", "lock")
 }
 
 func TestHerd(t *testing.T) {
 	fullOnly(t)
-	testCycles(t, "herd-100", "100 candidates in 4 processes; each leader releases after 20 ms", 4, 25, 25*time.Second)
+	testCycles(t, "herd-100", "100 candidates in 4 processes; each leader releases after 20 ms", 4, 25, 15*time.Second)
 }

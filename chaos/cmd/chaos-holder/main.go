@@ -139,14 +139,19 @@ func run(ctx context.Context, o options) error {
 	cfg := natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2, MaxTTL: o.maxTTL, Replicas: o.replicas,
 		IsolationTimeout: o.isolation,
 		OnEvent:          func(ev natsstore.Event) { fmt.Printf("store event: %T: %v\n", ev, ev) }}
+	// Each attempt has a deadline of its own: an attempt can wait for its
+	// whole context on a stream that is still forming.
 	for last := ""; ; {
-		store, err = natsstore.NewConn(openCtx, nc, cfg)
+		actx, cancel := context.WithTimeout(openCtx, 5*time.Second)
+		start := time.Now()
+		store, err = natsstore.NewConn(actx, nc, cfg)
+		cancel()
 		if err == nil || openCtx.Err() != nil {
 			break
 		}
 		if err.Error() != last {
 			last = err.Error()
-			fmt.Println("open store: retrying:", last)
+			fmt.Printf("open store: retrying after %v: %s\n", time.Since(start).Round(time.Millisecond), last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
