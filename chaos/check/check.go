@@ -13,20 +13,35 @@ import (
 // return of its acquire to End.
 type Tenure struct {
 	Lease, Proc, Owner string
+	Term               string // the tenure's identity; "" in records without terms
 	Token              uint64
+	Epoch              int   // the store's life in which the token was issued (see record.Op.Epoch)
 	Acquired           int64 // return of the acquire that took the lease
 	ValidUntil         int64 // the last validity the holder claimed
 	// Relinquished is the call of the release; record.Never if none. The
 	// death of the process does not end the claim: a write it sent before
 	// dying may still land, and the lease stays its own until it expires.
 	Relinquished int64
-	ReleaseCall  int64 // call of the first release; 0 if none
-	WorkStart    int64 // first workload start under this token; 0 if none
-	WorkStop     int64 // last workload stop; record.Never while running
+	// ReleaseCall is the call of the first release that succeeded; 0 if
+	// none did. A release that failed or whose outcome is unknown (a
+	// leader giving up at its renew deadline, cut off from the store)
+	// still ends the claim, but does not explain a handover.
+	ReleaseCall int64
+	WorkStart   int64 // first workload start under this token; 0 if none
+	WorkStop    int64 // last workload stop; record.Never while running
 }
 
 // End is the end of the tenure's claimed interval.
 func (t Tenure) End() int64 { return min(t.ValidUntil, t.Relinquished) }
+
+// ID is the tenure's identity: its term, or its owner in records without
+// terms.
+func (t Tenure) ID() string {
+	if t.Term != "" {
+		return t.Term
+	}
+	return t.Owner
+}
 
 // Violation is a broken invariant.
 type Violation struct {
@@ -49,6 +64,7 @@ const (
 	WorkOutside    = "workload-outside-tenure"
 	WorkOutlived   = "workload-outlived-validity"
 	NotLinearizabl = "not-linearizable"
+	TwoTerms       = "two-terms-in-one-candidate"
 )
 
 // Handover is the passage of a lease from one tenure to the next.
@@ -64,12 +80,15 @@ type Result struct {
 	Tenures    []Tenure
 	Handovers  []Handover
 	Violations []Violation
-	// Excused counts overlaps explained by operator tampering.
-	Excused int
 	// LateStops counts workloads that outlived their validity while their
 	// process was paused (SIGSTOP): the process could not stop them, and
 	// only the fence stands between them and the resource.
 	LateStops int
+	// Stubborn counts workloads built to ignore their cancellation
+	// (record.Workload.Stubborn) that outlived their validity: the lease
+	// cannot stop them, and only the fence stands between them and the
+	// resource.
+	Stubborn int
 }
 
 // Check judges h; see the package documentation.
@@ -85,17 +104,14 @@ func Check(h record.History) Result {
 	}
 	r.checkWrites(h)
 	r.checkWorkloads(h)
+	r.checkCandidates(h)
 	slices.SortFunc(r.Violations, func(a, b Violation) int { return cmp.Compare(a.At, b.At) })
 	return r
 }
 
 // tenures builds the tenures of h, sorted by lease and acquisition.
 func tenures(h record.History) []Tenure {
-	type key struct {
-		lease, owner string
-		token        uint64
-	}
-	idx := map[key]int{}
+	idx := map[tenureKey]int{}
 	var ts []Tenure
 	ops := slices.Clone(h.Ops)
 	slices.SortStableFunc(ops, func(a, b record.Op) int { return cmp.Compare(a.Call, b.Call) })
@@ -103,39 +119,41 @@ func tenures(h record.History) []Tenure {
 		if op.Type != record.OpAcquire || op.Result != record.ResultOK {
 			continue
 		}
-		k := key{op.Lease, op.Owner, op.OutToken}
+		k := tenureKey{op.Lease, op.ID(), op.OutToken}
 		if i, ok := idx[k]; ok {
 			ts[i].ValidUntil = max(ts[i].ValidUntil, op.ValidUntil) // a replayed acquire
 			continue
 		}
-		idx[k] = len(ts) // a second owner with one token is a violation, found later
+		idx[k] = len(ts) // a second term with one token is a violation, found later
 		ts = append(ts, Tenure{
-			Lease: op.Lease, Proc: op.Proc, Owner: op.Owner, Token: op.OutToken,
+			Lease: op.Lease, Proc: op.Proc, Owner: op.Owner, Term: op.Term, Token: op.OutToken, Epoch: op.Epoch,
 			Acquired: op.Return, ValidUntil: op.ValidUntil, Relinquished: record.Never,
 			WorkStop: record.Never,
 		})
 	}
-	find := func(lease, owner string, token uint64) *Tenure {
-		if i, ok := idx[key{lease, owner, token}]; ok {
+	find := func(lease, id string, token uint64) *Tenure {
+		if i, ok := idx[tenureKey{lease, id, token}]; ok {
 			return &ts[i]
 		}
 		return nil
 	}
 	for _, op := range ops {
-		t := find(op.Lease, op.Owner, op.Token)
+		t := find(op.Lease, op.ID(), op.Token)
 		if t == nil {
 			continue
 		}
 		switch {
 		case op.Type == record.OpRenew && op.Result == record.ResultOK:
 			t.ValidUntil = max(t.ValidUntil, op.ValidUntil)
-		case op.Type == record.OpRelease && t.ReleaseCall == 0:
-			t.ReleaseCall = op.Call
+		case op.Type == record.OpRelease:
 			t.Relinquished = min(t.Relinquished, op.Call)
+			if op.Result == record.ResultOK && t.ReleaseCall == 0 {
+				t.ReleaseCall = op.Call
+			}
 		}
 	}
 	for _, w := range h.Workloads {
-		if t := find(w.Lease, w.Owner, w.Token); t != nil {
+		if t := find(w.Lease, w.ID(), w.Token); t != nil {
 			if t.WorkStart == 0 || w.Start < t.WorkStart {
 				t.WorkStart = w.Start
 			}
@@ -150,13 +168,22 @@ func tenures(h record.History) []Tenure {
 	return ts
 }
 
+// tenureKey identifies a tenure: its lease, identity and token.
+type tenureKey struct {
+	lease, id string
+	token     uint64
+}
+
 // checkLease checks the tenures of one lease, sorted by acquisition, and
-// pairs them into handovers.
+// pairs them into handovers. Token order is checked within each epoch of
+// the store: after a rollback (the server lost acknowledged writes) it may
+// issue tokens again, which only the fence's term rule can catch.
 func (r *Result) checkLease(h record.History, ts []Tenure) {
 	for i, t := range ts {
 		if i > 0 {
 			prev := ts[i-1]
 			switch {
+			case t.Epoch != prev.Epoch:
 			case t.Token == prev.Token:
 				r.add(TokenReused, t.Lease, t.Acquired, "token %d acquired by %s (%s) and by %s (%s)",
 					t.Token, prev.Owner, prev.Proc, t.Owner, t.Proc)
@@ -172,13 +199,9 @@ func (r *Result) checkLease(h record.History, ts []Tenure) {
 			if prev.End() <= t.Acquired || t.End() <= t.Acquired {
 				continue
 			}
-			if prev.Owner == t.Owner && (prev.WorkStart == 0 || prev.WorkStop <= t.Acquired) {
-				// One owner took its own key again (a store lets it) after
-				// its earlier term had stopped: one owner, never two.
-				continue
-			}
-			if tampered(h, t.Lease, prev.Acquired, t.Acquired) {
-				r.Excused++
+			if prev.ID() == t.ID() && (prev.WorkStart == 0 || prev.WorkStop <= t.Acquired) {
+				// One term took its own key again (a store lets it) after
+				// its workload had stopped: one holder, never two.
 				continue
 			}
 			r.add(Overlap, t.Lease, t.Acquired,
@@ -186,21 +209,6 @@ func (r *Result) checkLease(h record.History, ts []Tenure) {
 				prev.Token, prev.Owner, prev.Proc, fmtT(prev.End()), t.Token, t.Owner, t.Proc, fmtT(t.Acquired))
 		}
 	}
-}
-
-// tampered reports whether an operator changed lease between from and to.
-func tampered(h record.History, lease string, from, to int64) bool {
-	for _, m := range h.Marks {
-		if m.Kind == record.MarkTamper && (m.Lease == lease || m.Lease == "") && m.At >= from && m.At <= to {
-			return true
-		}
-	}
-	for _, op := range h.Ops {
-		if op.Type.Tamper() && op.Lease == lease && op.Call <= to && op.Return >= from {
-			return true
-		}
-	}
-	return false
 }
 
 // handover names the cause of the passage from prev to next and its latency.
@@ -232,9 +240,10 @@ func handover(h record.History, prev, next Tenure) Handover {
 // affects reports whether mark m is a fault that can end tenure t.
 func affects(m record.Mark, t Tenure) bool {
 	switch m.Kind {
-	case record.MarkKill, record.MarkStop, record.MarkNetFault, record.MarkClock:
+	case record.MarkKill, record.MarkStop, record.MarkNetFault, record.MarkClock, record.MarkRestart, record.MarkResign:
 		return m.Proc == "" || m.Proc == t.Proc
-	case record.MarkServerKill:
+	case record.MarkServerKill, record.MarkBucket, record.MarkRollback, record.MarkNodeKill, record.MarkNodeStop,
+		record.MarkPartition:
 		return true
 	case record.MarkTamper:
 		return m.Lease == "" || m.Lease == t.Lease
@@ -242,28 +251,37 @@ func affects(m record.Mark, t Tenure) bool {
 	return false
 }
 
+// checkWrites checks the writes the resource accepted against the fence's
+// rule (a token above the highest accepted, or equal to it from the same
+// term) and against the tenures.
 func (r *Result) checkWrites(h record.History) {
-	type key struct {
-		lease, owner string
-		token        uint64
-	}
-	byToken := map[key]Tenure{}
+	byToken := map[tenureKey]Tenure{}
 	for _, t := range r.Tenures {
-		byToken[key{t.Lease, t.Owner, t.Token}] = t
+		byToken[tenureKey{t.Lease, t.ID(), t.Token}] = t
 	}
 	writes := slices.Clone(h.Writes)
 	slices.SortFunc(writes, func(a, b record.Write) int { return cmp.Compare(a.Seq, b.Seq) })
-	highest := map[string]uint64{}
+	type tenure struct {
+		token uint64
+		id    string
+	}
+	highest := map[string]tenure{}
 	for _, w := range writes {
 		if !w.Accepted {
 			continue
 		}
-		if w.Token < highest[w.Lease] {
+		switch hi := highest[w.Lease]; {
+		case w.Token < hi.token:
 			r.add(StaleWrite, w.Lease, w.At, "write #%d of %s (%s) with token %d accepted after token %d",
-				w.Seq, w.Owner, w.Proc, w.Token, highest[w.Lease])
+				w.Seq, w.Owner, w.Proc, w.Token, hi.token)
+		case w.Token == hi.token && w.ID() != hi.id:
+			r.add(StaleWrite, w.Lease, w.At, "write #%d of %s (%s) with token %d of term %s accepted after the "+
+				"same token of term %s", w.Seq, w.Owner, w.Proc, w.Token, w.ID(), hi.id)
 		}
-		highest[w.Lease] = max(highest[w.Lease], w.Token)
-		t, ok := byToken[key{w.Lease, w.Owner, w.Token}]
+		if w.Token >= highest[w.Lease].token {
+			highest[w.Lease] = tenure{w.Token, w.ID()}
+		}
+		t, ok := byToken[tenureKey{w.Lease, w.ID(), w.Token}]
 		switch {
 		case !ok:
 			r.add(OrphanWrite, w.Lease, w.At, "write #%d of %s (%s) with token %d that it never acquired",
@@ -276,11 +294,13 @@ func (r *Result) checkWrites(h record.History) {
 	}
 }
 
+// checkWorkloads checks each workload against its tenure, and that no
+// candidate ran two workloads at once.
 func (r *Result) checkWorkloads(h record.History) {
 	for _, w := range h.Workloads {
 		var t *Tenure
 		for i := range r.Tenures {
-			if c := &r.Tenures[i]; c.Lease == w.Lease && c.Token == w.Token && c.Owner == w.Owner {
+			if c := &r.Tenures[i]; c.Lease == w.Lease && c.Token == w.Token && c.ID() == w.ID() {
 				t = c
 				break
 			}
@@ -294,8 +314,37 @@ func (r *Result) checkWorkloads(h record.History) {
 				r.LateStops++
 				continue
 			}
+			if w.Stubborn {
+				r.Stubborn++
+				continue
+			}
 			r.add(WorkOutlived, w.Lease, w.Stop, "workload of %s (%s) with token %d stopped at %s, after its validity %s",
 				w.Owner, w.Proc, w.Token, fmtT(w.Stop), fmtT(t.ValidUntil))
+		}
+	}
+}
+
+// checkCandidates reports a candidate (record.Workload.Sup) that started a
+// workload while an earlier one of its own still ran: two terms at once in
+// one supervisor, which the lease alone cannot see once the earlier term's
+// lease has expired.
+func (r *Result) checkCandidates(h record.History) {
+	bySup := map[[2]string][]record.Workload{}
+	for _, w := range h.Workloads {
+		if w.Sup != "" {
+			k := [2]string{w.Lease, w.Sup}
+			bySup[k] = append(bySup[k], w)
+		}
+	}
+	for _, ws := range bySup {
+		slices.SortFunc(ws, func(a, b record.Workload) int { return cmp.Compare(a.Start, b.Start) })
+		for i, w := range ws {
+			for _, prev := range ws[:i] {
+				if prev.Stop > w.Start {
+					r.add(TwoTerms, w.Lease, w.Start, "%s started the workload of token %d at %s while its workload "+
+						"of token %d still ran (until %s)", w.Sup, w.Token, fmtT(w.Start), prev.Token, fmtT(prev.Stop))
+				}
+			}
 		}
 	}
 }

@@ -2,24 +2,35 @@
 //
 // # Invariants
 //
-// Check builds one tenure per acquisition (lease, token) from the holders'
-// store operations, each with the validity interval its holder claimed on
-// the reference clock: from the return of the acquire to the earlier of its
-// last claimed ValidUntil and its release call (a killed holder's claim runs
-// on: a write it sent before dying may still land). It then
-// reports as violations:
+// Check builds one tenure per acquisition (lease, term, token) from the
+// holders' store operations, each with the validity interval its holder
+// claimed on the reference clock: from the return of the acquire to the
+// earlier of its last claimed ValidUntil and its release call (a killed
+// holder's claim runs on: a write it sent before dying may still land).
+// Tenures are told apart by their term (lease.Claim.Term), never by their
+// owner ID: two processes configured with one owner ID are two holders. It
+// then reports as violations:
 //
-//   - two tenures of one lease whose intervals overlap (unless an operator
-//     tampered with the key in between, which no lease can survive: then only
-//     the fence protects, and it is checked below; or one owner took its own
-//     key again after its earlier term's workload had stopped);
+//   - two tenures of one lease whose intervals overlap (unless one term took
+//     its own key again after its workload had stopped), whatever an
+//     operator did to the key: a store must make contenders that saw a key
+//     vanish wait for the longest TTL a holder could have;
 //   - tokens that do not strictly increase in the order of acquisition, or a
-//     token handed to two tenures;
-//   - a write the fenced resource accepted with a token lower than one it had
-//     accepted before, from no known tenure, or outside its tenure's
-//     interval;
+//     token handed to two tenures, within one epoch of the store (a server
+//     that lost acknowledged writes starts a new one: record.Op.Epoch);
+//   - a write the fenced resource accepted against the fence's rule (a token
+//     lower than one it had accepted, or equal to it from another term),
+//     from no known tenure, or outside its tenure's interval;
 //   - a workload that started outside its tenure or outlived its validity
-//     while its process was not paused.
+//     while its process was not paused and it was not built to ignore its
+//     cancellation;
+//   - a candidate (one LeaseSupervisor or Locker) that started a workload
+//     while one of its earlier workloads still ran.
+//
+// Requests checks what callers of a singleton saw against what its leaders
+// applied through the fence: every request answered or failed at its
+// deadline, every answered request applied, and a de-duplicated handler
+// never applying a request again once its first application was recorded.
 //
 // # Linearizability
 //

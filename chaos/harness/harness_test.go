@@ -2,8 +2,10 @@ package harness_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,4 +145,72 @@ func TestProcSignals(t *testing.T) {
 	require.Error(t, p.Terminate(10*time.Second), "sleep dies of SIGTERM")
 	assert.True(t, p.Exited())
 	require.NoError(t, p.Kill(), "killing a dead process is fine")
+}
+
+// A cluster's routes all go through the links: an isolated node has no
+// route left, its stream leadership moves to the others, and it catches up
+// once healed.
+func TestClusterIsolation(t *testing.T) {
+	ps := harness.NewProxies()
+	c, err := harness.StartCluster(t, bins["chaos-nats"], t.TempDir(), 3, ps)
+	require.NoError(t, err)
+	nc, err := nats.Connect(c.URL(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
+		nats.ReconnectWait(20*time.Millisecond), nats.Timeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var b jetstream.KeyValue
+	require.Eventually(t, func() bool {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		b, err = js.CreateOrUpdateKeyValue(c, jetstream.KeyValueConfig{Bucket: "h", Storage: jetstream.FileStorage, Replicas: 3})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the cluster elects its leaders: %v", err)
+	leader := func() string {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(c, "KV_h") // as the node the client is connected to sees it
+		if err != nil || s.CachedInfo().Cluster == nil {
+			return ""
+		}
+		return s.CachedInfo().Cluster.Leader
+	}
+	var first string
+	require.Eventually(t, func() bool { first = leader(); return first != "" }, 20*time.Second, 50*time.Millisecond)
+
+	k := slices.IndexFunc(c.Nodes, func(n *harness.NATS) bool { return n.Name() == first })
+	other := c.Nodes[(k+1)%3]
+	nc.Close()
+	nc, err = nats.Connect(other.URL(), nats.Timeout(time.Second)) // on the majority's side
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err = jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, c.Isolate(k))
+	numRoutes := func(n *harness.NATS) int {
+		body, _, err := n.Get(ctx, "/routez")
+		require.NoError(t, err)
+		var rz struct {
+			NumRoutes int `json:"num_routes"`
+		}
+		require.NoError(t, json.Unmarshal(body, &rz))
+		return rz.NumRoutes
+	}
+	require.Eventually(t, func() bool { return numRoutes(c.Nodes[k]) == 0 }, 10*time.Second, 20*time.Millisecond,
+		"no route around the links")
+	require.Eventually(t, func() bool {
+		l := leader()
+		return l != "" && l != first
+	}, 30*time.Second, 100*time.Millisecond, "the others elect a new stream leader")
+
+	require.NoError(t, c.Heal())
+	require.Eventually(t, func() bool { return numRoutes(c.Nodes[k]) > 0 }, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, c.WaitHealthy(ctx, 30*time.Second))
+	b, err = js.KeyValue(ctx, "h")
+	require.NoError(t, err)
+	_, err = b.Put(ctx, "k", []byte("v"))
+	require.NoError(t, err)
 }

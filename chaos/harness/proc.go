@@ -101,6 +101,9 @@ func (p *Proc) signal(sig syscall.Signal) error {
 	return nil
 }
 
+// Signal sends sig to the process group, unless the process has exited.
+func (p *Proc) Signal(sig syscall.Signal) error { return p.signal(sig) }
+
 // Kill sends SIGKILL to the process group and waits until the process is
 // reaped. It is idempotent.
 func (p *Proc) Kill() error {

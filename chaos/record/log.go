@@ -13,10 +13,11 @@ import (
 
 // line is one line of a holder's log.
 type line struct {
-	K  string    `json:"k"`            // "call", "ret", "start", "stop"
+	K  string    `json:"k"`            // "call", "ret", "start", "stop", "idcall", "idret"
 	ID uint64    `json:"id,omitempty"` // matches a call with its return
 	Op *Op       `json:"op,omitempty"`
 	W  *Workload `json:"w,omitempty"`
+	I  *IDOp     `json:"i,omitempty"`
 }
 
 // Log is an append-only file of records, written one line per write(2) so
@@ -54,6 +55,23 @@ func (l *Log) Return(id uint64, op Op) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.write(line{K: "ret", ID: id, Op: &op})
+}
+
+// IDCall records that a request-ID store call is being made and returns
+// the ID to pass to IDReturn.
+func (l *Log) IDCall(op IDOp) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next++
+	l.write(line{K: "idcall", ID: l.next, I: &op})
+	return l.next
+}
+
+// IDReturn records how the request-ID store call with id ended.
+func (l *Log) IDReturn(id uint64, op IDOp) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(line{K: "idret", ID: id, I: &op})
 }
 
 // Start records that a workload started.
@@ -107,6 +125,7 @@ func ReadLog(path string) (History, error) {
 	var (
 		h       History
 		calls   = map[uint64]int{} // ID -> index in h.Ops
+		idCalls = map[uint64]int{} // ID -> index in h.IDOps
 		running = map[Workload]int{}
 	)
 	lines := bytes.Split(b, []byte("\n"))
@@ -134,6 +153,18 @@ func ReadLog(path string) (History, error) {
 			} else {
 				h.Ops = append(h.Ops, *ln.Op)
 			}
+		case ln.K == "idcall" && ln.I != nil:
+			op := *ln.I
+			op.Return = Never
+			idCalls[ln.ID] = len(h.IDOps)
+			h.IDOps = append(h.IDOps, op)
+		case ln.K == "idret" && ln.I != nil:
+			if j, ok := idCalls[ln.ID]; ok {
+				h.IDOps[j] = *ln.I
+				delete(idCalls, ln.ID)
+			} else {
+				h.IDOps = append(h.IDOps, *ln.I)
+			}
 		case ln.K == "start" && ln.W != nil:
 			w := *ln.W
 			w.Stop = Never
@@ -154,7 +185,7 @@ func ReadLog(path string) (History, error) {
 }
 
 func key(w Workload) Workload {
-	return Workload{Proc: w.Proc, Lease: w.Lease, Owner: w.Owner, Token: w.Token}
+	return Workload{Proc: w.Proc, Lease: w.Lease, Owner: w.Owner, Term: w.Term, Sup: w.Sup, Token: w.Token}
 }
 
 // ReadLogs reads every *.log file in dir with ReadLog and merges them.

@@ -30,6 +30,12 @@ func TestLogRoundTrip(t *testing.T) {
 	done.Return, done.Result, done.OutToken, done.OutRev, done.ValidUntil = 20, ResultOK, 5, 5, 900
 	l.Return(id, done)
 	l.Start(Workload{Proc: "p1", Lease: "l", Owner: "o", Token: 5, Start: 21})
+	get := IDOp{Proc: "p1", Request: "r1", Type: "get", Call: 25}
+	gid := l.IDCall(get)
+	gotGet := get
+	gotGet.Return, gotGet.Found = 26, true
+	l.IDReturn(gid, gotGet)
+	l.IDCall(IDOp{Proc: "p1", Request: "r1", Type: "put", Call: 27})
 	l.Call(Op{Proc: "p1", Lease: "l", Owner: "o", Type: OpRenew, Token: 5, Rev: 5, Call: 30})
 	require.NoError(t, l.Err())
 	require.NoError(t, l.Close())
@@ -49,6 +55,9 @@ func TestLogRoundTrip(t *testing.T) {
 	assert.Equal(t, ResultUnknown, h.Ops[1].Result)
 	require.Len(t, h.Workloads, 1)
 	assert.Equal(t, Never, h.Workloads[0].Stop, "a workload without a stop record ran until the end")
+	require.Len(t, h.IDOps, 2)
+	assert.Equal(t, gotGet, h.IDOps[0])
+	assert.Equal(t, Never, h.IDOps[1].Return, "an ID store call that never returned")
 }
 
 func TestLogRejectsGarbageInTheMiddle(t *testing.T) {

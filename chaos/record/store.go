@@ -43,7 +43,7 @@ func NewStore(inner lease.Store, log *Log, proc string, cfg lease.Config, now fu
 
 // Acquire implements lease.Store.
 func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
-	op := Op{Proc: s.proc, Lease: c.LeaseID, Owner: c.OwnerID, Type: OpAcquire, TTL: c.TTL, Call: s.now()}
+	op := Op{Proc: s.proc, Lease: c.LeaseID, Owner: c.OwnerID, Term: c.Term, Type: OpAcquire, TTL: c.TTL, Call: s.now()}
 	id := s.log.Call(op)
 	acq, err := s.inner.Acquire(ctx, c)
 	op.Return, op.Result, op.Err = s.now(), result(err), errString(err)
@@ -53,7 +53,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		op.ValidUntil = op.Call + s.margin(int64(c.TTL))
 		s.claimed(c.LeaseID, op.ValidUntil)
 	case err == nil:
-		op.Result, op.OutOwner = ResultStandby, acq.Holder.OwnerID
+		op.Result, op.OutOwner, op.OutTerm = ResultStandby, acq.Holder.OwnerID, acq.Holder.Term
 	}
 	s.log.Return(id, op)
 	return acq, err
@@ -61,8 +61,8 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 
 // Renew implements lease.Store.
 func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	op := Op{Proc: s.proc, Lease: l.ID, Owner: l.OwnerID, Type: OpRenew, TTL: l.TTL, Token: uint64(l.Token),
-		Rev: l.Revision, Call: s.now()}
+	op := Op{Proc: s.proc, Lease: l.ID, Owner: l.OwnerID, Term: l.Term, Type: OpRenew, TTL: l.TTL,
+		Token: uint64(l.Token), Rev: l.Revision, Call: s.now()}
 	id := s.log.Call(op)
 	out, err := s.inner.Renew(ctx, l)
 	op.Return, op.Result, op.Err = s.now(), result(err), errString(err)
@@ -76,8 +76,8 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 
 // Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, l lease.Lease) error {
-	op := Op{Proc: s.proc, Lease: l.ID, Owner: l.OwnerID, Type: OpRelease, TTL: l.TTL, Token: uint64(l.Token),
-		Rev: l.Revision, Call: s.now()}
+	op := Op{Proc: s.proc, Lease: l.ID, Owner: l.OwnerID, Term: l.Term, Type: OpRelease, TTL: l.TTL,
+		Token: uint64(l.Token), Rev: l.Revision, Call: s.now()}
 	id := s.log.Call(op)
 	err := s.inner.Release(ctx, l)
 	op.Return, op.Result, op.Err = s.now(), result(err), errString(err)

@@ -67,8 +67,8 @@ func Start() (*Server, error) {
 // URL is the base URL holders pass to NewClient.
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
-// Write offers w (Lease, Proc, Owner, Token, Sent) to the resource, and
-// returns it decided: Accepted, Highest, At and Seq filled in.
+// Write offers w (Lease, Proc, Owner, Term, Token, Request, Sent) to the
+// resource, and returns it decided: Accepted, Highest, At and Seq filled in.
 func (s *Resource) Write(w record.Write) record.Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -78,9 +78,7 @@ func (s *Resource) Write(w record.Write) record.Write {
 		s.fences[w.Lease] = f
 	}
 	w.Highest = uint64(f.Stats().Highest.Token)
-	// The holders' owner IDs stand in for terms: one owner never has two
-	// terms with one token.
-	w.Accepted = f.Admit(lease.Tenure{Token: lease.Token(w.Token), Term: w.Owner}) == nil
+	w.Accepted = f.Admit(lease.Tenure{Token: lease.Token(w.Token), Term: w.Term}) == nil
 	w.At = s.now()
 	w.Seq = uint64(len(s.writes) + 1)
 	s.writes = append(s.writes, w)
@@ -127,7 +125,8 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, fmt.Sprintf("bad write: %v", err), http.StatusBadRequest)
 		return
 	}
-	w := s.Write(record.Write{Lease: q.Get("lease"), Proc: q.Get("proc"), Owner: q.Get("owner"), Token: token, Sent: sent})
+	w := s.Write(record.Write{Lease: q.Get("lease"), Proc: q.Get("proc"), Owner: q.Get("owner"), Term: q.Get("term"),
+		Token: token, Request: q.Get("request"), Sent: sent})
 	if !w.Accepted {
 		http.Error(rw, fmt.Sprintf("stale token %d < %d", w.Token, w.Highest), http.StatusConflict)
 		return
@@ -149,13 +148,23 @@ func NewClient(base string) *Client {
 	return &Client{base: base, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 }
 
-// Write offers a write with token to the resource. It returns nil when the
-// write was accepted, ErrStale when it was rejected, and another error when
-// the answer did not come.
-func (c *Client) Write(ctx context.Context, leaseID, proc, owner string, token uint64) error {
+// Offer is a write a holder offers to the resource.
+type Offer struct {
+	Lease, Proc, Owner string
+	Tenure             lease.Tenure // the token and term the fence judges
+	Request            string       // the singleton request the write applies, if any
+}
+
+// Write offers o to the resource. It returns nil when the write was
+// accepted, ErrStale when it was rejected, and another error when the
+// answer did not come.
+func (c *Client) Write(ctx context.Context, o Offer) error {
 	q := url.Values{
-		"lease": {leaseID}, "proc": {proc}, "owner": {owner},
-		"token": {strconv.FormatUint(token, 10)}, "sent": {strconv.FormatInt(record.Now(), 10)},
+		"lease": {o.Lease}, "proc": {o.Proc}, "owner": {o.Owner}, "term": {o.Tenure.Term},
+		"token": {strconv.FormatUint(uint64(o.Tenure.Token), 10)}, "sent": {strconv.FormatInt(record.Now(), 10)},
+	}
+	if o.Request != "" {
+		q.Set("request", o.Request)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/write?"+q.Encode(), nil)
 	if err != nil {

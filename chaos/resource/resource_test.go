@@ -11,7 +11,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/asterforge/aster/chaos/resource"
+	"github.com/asterforge/aster/lease"
 )
+
+func offer(leaseID, proc, owner string, token uint64) resource.Offer {
+	return resource.Offer{Lease: leaseID, Proc: proc, Owner: owner,
+		Tenure: lease.Tenure{Token: lease.Token(token), Term: owner + "-term"}}
+}
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -24,10 +30,10 @@ func TestResourceFencesAndRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	require.NoError(t, c.Write(ctx, "a", "p1", "A", 5))
-	require.NoError(t, c.Write(ctx, "a", "p2", "B", 9))
-	require.ErrorIs(t, c.Write(ctx, "a", "p1", "A", 5), resource.ErrStale)
-	require.NoError(t, c.Write(ctx, "b", "p1", "A", 1), "each lease has its own fence")
+	require.NoError(t, c.Write(ctx, offer("a", "p1", "A", 5)))
+	require.NoError(t, c.Write(ctx, offer("a", "p2", "B", 9)))
+	require.ErrorIs(t, c.Write(ctx, offer("a", "p1", "A", 5)), resource.ErrStale)
+	require.NoError(t, c.Write(ctx, offer("b", "p1", "A", 1)), "each lease has its own fence")
 
 	last, ok := srv.Last("a")
 	require.True(t, ok)
@@ -46,6 +52,30 @@ func TestResourceFencesAndRecords(t *testing.T) {
 	assert.Equal(t, uint64(9), ws[2].Highest)
 	assert.Equal(t, "p1", ws[2].Proc)
 	assert.Equal(t, "A", ws[2].Owner)
+	assert.Equal(t, "A-term", ws[2].Term)
+}
+
+// The fence judges the holders' terms, not their owner IDs: two terms of
+// one owner (one pod name on two processes) that were given one token (a
+// server that lost acknowledged writes) are two tenures, and the second is
+// refused.
+func TestResourceTellsTermsOfOneOwnerApart(t *testing.T) {
+	srv, err := resource.Start()
+	require.NoError(t, err)
+	defer srv.Close()
+	c := resource.NewClient(srv.URL())
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := resource.Offer{Lease: "a", Proc: "p1", Owner: "pod-7", Tenure: lease.Tenure{Token: 5, Term: "t1"}, Request: "r1"}
+	second := resource.Offer{Lease: "a", Proc: "p2", Owner: "pod-7", Tenure: lease.Tenure{Token: 5, Term: "t2"}}
+	require.NoError(t, c.Write(ctx, first))
+	require.NoError(t, c.Write(ctx, first), "one term writes again")
+	require.ErrorIs(t, c.Write(ctx, second), resource.ErrStale, "one token from two terms")
+	ws := srv.Writes()
+	require.Len(t, ws, 3)
+	assert.Equal(t, "r1", ws[0].Request)
+	assert.False(t, ws[2].Accepted)
 }
 
 func TestResourceConcurrentWritesAreOrdered(t *testing.T) {
@@ -58,7 +88,7 @@ func TestResourceConcurrentWritesAreOrdered(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range 40 {
-		wg.Go(func() { _ = c.Write(ctx, "a", "p", "o", uint64(i%8)) })
+		wg.Go(func() { _ = c.Write(ctx, offer("a", "p", "o", uint64(i%8))) })
 	}
 	wg.Wait()
 	var highest uint64
@@ -78,6 +108,6 @@ func TestResourceRejectsBadRequests(t *testing.T) {
 	defer srv.Close()
 	c := resource.NewClient(srv.URL() + "/nowhere")
 	defer c.Close()
-	require.Error(t, c.Write(context.Background(), "a", "p", "o", 1))
+	require.Error(t, c.Write(context.Background(), offer("a", "p", "o", 1)))
 	assert.Empty(t, srv.Writes())
 }

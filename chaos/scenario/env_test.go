@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,16 +38,21 @@ const (
 	linTime = 2 * time.Minute // porcupine's budget per scenario
 )
 
-// env is one scenario's world: a nats-server process, a fenced resource,
-// holder processes each behind a proxy of its own, and what was injected.
+// env is one scenario's world: a nats-server process (or a cluster of
+// them), a fenced resource, holder processes each behind a proxy of its
+// own, and what was injected.
 type env struct {
 	t       *testing.T
 	name    string
 	lease   string
 	dir     string
 	nats    *harness.NATS
+	cluster *harness.Cluster // nil for a single server
 	proxies *harness.Proxies
 	fence   *resource.Server
+	// ttl and renew are the holders' (the package's ttl and renew unless a
+	// scenario sets others).
+	ttl, renew time.Duration
 	// direct connects holders to nats-server without a proxy, for
 	// scenarios that inject no network fault: toxiproxy runs in this
 	// (race-instrumented) process and would add its own latency.
@@ -58,6 +65,10 @@ type env struct {
 	holders map[string]*holder
 	marks   []record.Mark
 	opOps   []record.Op // the operator's tampering
+	epoch   int         // rollbacks so far: holders started after one get its epoch
+	reqs    []record.Request
+	nc      *nats.Conn
+	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 }
 
@@ -66,19 +77,49 @@ type holder struct {
 	proc  *harness.Proc
 	proxy *harness.Proxy
 	log   string
+	epoch int // the store's epoch when it started (see record.Op.Epoch)
 }
 
 func newEnv(t *testing.T, name string) *env {
 	t.Helper()
 	e := &env{t: t, name: name, lease: "chaos." + name, dir: t.TempDir(), proxies: harness.NewProxies(),
-		holders: map[string]*holder{}}
+		holders: map[string]*holder{}, ttl: ttl, renew: renew}
 	var err error
 	e.nats, err = harness.StartNATS(t, bins["chaos-nats"], e.dir)
 	require.NoError(t, err)
-	e.fence, err = resource.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.fence.Close() })
+	e.startFence()
 	return e
+}
+
+// newClusterEnv is newEnv with a 3-node JetStream cluster, whose routes go
+// through proxies; holders connect to every node, without proxies.
+func newClusterEnv(t *testing.T, name string) *env {
+	t.Helper()
+	e := &env{t: t, name: name, lease: "chaos." + name, dir: t.TempDir(), proxies: harness.NewProxies(),
+		holders: map[string]*holder{}, ttl: ttl, renew: renew, direct: true}
+	var err error
+	e.cluster, err = harness.StartCluster(t, bins["chaos-nats"], e.dir, 3, e.proxies)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*limit)
+	defer cancel()
+	require.NoError(t, e.cluster.WaitHealthy(ctx, 2*limit))
+	e.startFence()
+	return e
+}
+
+func (e *env) startFence() {
+	var err error
+	e.fence, err = resource.Start()
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = e.fence.Close() })
+}
+
+// natsURL is what clients connect to: the server, or every node.
+func (e *env) natsURL() string {
+	if e.cluster != nil {
+		return e.cluster.URL()
+	}
+	return e.nats.URL()
 }
 
 // start starts a holder process with extra flags and waits until it runs.
@@ -88,8 +129,8 @@ func (e *env) start(extra ...string) *holder {
 	e.seq++
 	name := fmt.Sprintf("h%d", e.seq)
 	e.mu.Unlock()
-	h := &holder{name: name, log: filepath.Join(e.dir, name+".log")}
-	url := e.nats.URL()
+	h := &holder{name: name, log: filepath.Join(e.dir, name+".log"), epoch: e.epoch}
+	url := e.natsURL()
 	if !e.direct {
 		var err error
 		h.proxy, err = e.proxies.Proxy(e.t, name, e.nats.Addr())
@@ -97,7 +138,7 @@ func (e *env) start(extra ...string) *holder {
 		url = h.proxy.URL()
 	}
 	args := append([]string{"-nats", url, "-fence", e.fence.URL(), "-lease", e.lease, "-proc", name,
-		"-log", h.log, "-ttl", ttl.String(), "-renew", renew.String(), "-bucket", bucket}, append(e.extra, extra...)...)
+		"-log", h.log, "-ttl", e.ttl.String(), "-renew", e.renew.String(), "-bucket", bucket}, append(e.extra, extra...)...)
 	var err error
 	h.proc, err = harness.Start(e.t, e.dir, name, bins["chaos-holder"], args...)
 	require.NoError(e.t, err)
@@ -184,42 +225,50 @@ func (e *env) netFault(h *holder, what string, d time.Duration, fault func(*harn
 	e.mark(record.MarkNetHeal, h.name, what)
 }
 
+// jetStream returns the operator's JetStream client, connected around the
+// proxies, as an operator's `nats` command would be.
+func (e *env) jetStream() jetstream.JetStream {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.js != nil {
+		return e.js
+	}
+	nc, err := nats.Connect(e.natsURL(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
+		nats.ReconnectWait(20*time.Millisecond), nats.Timeout(time.Second))
+	require.NoError(e.t, err)
+	e.t.Cleanup(nc.Close)
+	e.nc = nc
+	e.js, err = jetstream.New(nc)
+	require.NoError(e.t, err)
+	return e.js
+}
+
 // operator returns a KV client of the leases bucket that bypasses the
 // proxies, as an operator's `nats kv` would.
 func (e *env) operator() jetstream.KeyValue {
 	e.t.Helper()
+	js := e.jetStream()
 	if e.kv != nil {
 		return e.kv
 	}
-	nc, err := nats.Connect(e.nats.URL(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1))
-	require.NoError(e.t, err)
-	e.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(e.t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
+	var err error
 	e.kv, err = js.KeyValue(ctx, bucket)
 	require.NoError(e.t, err)
 	return e.kv
 }
 
-// tamper changes the lease key by hand and records it.
-func (e *env) tamper(typ record.OpType) {
+// operate makes an operator's change of type typ with do, and records it
+// with a mark of kind.
+func (e *env) operate(typ record.OpType, kind record.MarkKind, do func(ctx context.Context) error) {
 	e.t.Helper()
-	kv := e.operator()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	op := record.Op{Proc: "operator", Lease: e.lease, Type: typ, Call: record.Now()}
-	e.mark(record.MarkTamper, "", string(typ))
-	var err error
-	switch typ {
-	case record.OpDelete:
-		err = kv.Delete(ctx, e.lease)
-	case record.OpPurge:
-		err = kv.Purge(ctx, e.lease)
-	case record.OpGarbage:
-		_, err = kv.Put(ctx, e.lease, []byte("this is not a lease"))
-	}
+	e.mark(kind, "", string(typ))
+	err := do(ctx)
 	op.Return, op.Result = record.Now(), record.ResultOK
 	if err != nil {
 		op.Result, op.Err = record.ResultUnknown, err.Error()
@@ -227,7 +276,25 @@ func (e *env) tamper(typ record.OpType) {
 	e.mu.Lock()
 	e.opOps = append(e.opOps, op)
 	e.mu.Unlock()
-	require.NoError(e.t, err)
+	require.NoError(e.t, err, "%s", typ)
+}
+
+// tamper changes the lease key by hand and records it.
+func (e *env) tamper(typ record.OpType) {
+	e.t.Helper()
+	kv := e.operator()
+	e.operate(typ, record.MarkTamper, func(ctx context.Context) error {
+		switch typ {
+		case record.OpDelete:
+			return kv.Delete(ctx, e.lease)
+		case record.OpPurge:
+			return kv.Purge(ctx, e.lease)
+		case record.OpGarbage:
+			_, err := kv.Put(ctx, e.lease, []byte("this is not a lease"))
+			return err
+		}
+		return fmt.Errorf("not a key tampering: %s", typ)
+	})
 }
 
 // jitter returns a random duration in [0, d).
@@ -254,29 +321,89 @@ func (e *env) finish(desc string, runs int, notes string, causes ...string) repo
 	}
 	wg.Wait()
 
-	h, err := record.ReadLogs(e.dir)
-	require.NoError(e.t, err)
-	h.Ops = append(h.Ops, e.opOps...)
-	h.Writes = e.fence.Writes()
-	h.Marks = append(h.Marks, e.marks...)
-	sort.SliceStable(h.Marks, func(i, j int) bool { return h.Marks[i].At < h.Marks[j].At })
-	row := judge(e.t, e.name, h, h.Ops, desc, runs, notes, causes...)
+	h := e.history()
+	if e.cluster != nil {
+		notes = strings.TrimPrefix(notes+"; store events: "+e.storeEvents(hs), "; ")
+	}
+	row := judge(e.t, e.name, h, h.Ops, e.requests(), desc, runs, notes, causes...)
 	addRow(row)
 	return row
 }
 
+// storeEvents counts the natsstore events the holders hs reported, by type.
+func (e *env) storeEvents(hs []*holder) string {
+	counts := map[string]int{}
+	for _, h := range hs {
+		for _, line := range strings.Split(h.proc.Output(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "store event: natsstore."); ok {
+				if typ, _, ok := strings.Cut(rest, ":"); ok {
+					counts[typ]++
+				}
+			}
+		}
+	}
+	if len(counts) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, typ := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", typ, counts[typ]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// history reads everything recorded so far: the holders' logs, the
+// operator's changes, the fence's writes and the marks. Each holder's
+// operations carry the store's epoch it started in.
+func (e *env) history() record.History {
+	e.t.Helper()
+	h, err := record.ReadLogs(e.dir)
+	require.NoError(e.t, err)
+	e.mu.Lock()
+	epochs := map[string]int{}
+	for _, hd := range e.holders {
+		epochs[hd.name] = hd.epoch
+	}
+	h.Ops = append(h.Ops, e.opOps...)
+	h.Marks = append(h.Marks, e.marks...)
+	e.mu.Unlock()
+	for i := range h.Ops {
+		h.Ops[i].Epoch = epochs[h.Ops[i].Proc]
+	}
+	h.Writes = e.fence.Writes()
+	sort.SliceStable(h.Marks, func(i, j int) bool { return h.Marks[i].At < h.Marks[j].At })
+	return h
+}
+
+// requests returns the singleton requests made so far.
+func (e *env) requests() []record.Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.reqs)
+}
+
 // judge checks h (and linOps, the store operations on the store's clock,
-// for porcupine) and returns the row; every violation fails the test.
-func judge(t *testing.T, name string, h record.History, linOps []record.Op, desc string, runs int, notes string,
-	causes ...string) report.Row {
+// for porcupine, and reqs, a singleton's requests, if any) and returns the
+// row; every violation fails the test.
+func judge(t *testing.T, name string, h record.History, linOps []record.Op, reqs []record.Request, desc string,
+	runs int, notes string, causes ...string) report.Row {
 	t.Helper()
 	res := check.Check(h)
+	if len(reqs) > 0 || len(h.IDOps) > 0 {
+		rr := check.Requests(h, reqs)
+		res.Violations = append(res.Violations, rr.Violations...)
+		notes = strings.TrimPrefix(notes+"; "+fmt.Sprintf("%d requests: %d answered, %d failed at their deadline; "+
+			"%d applied", rr.Sent, rr.Answered, rr.Failed, rr.Applied), "; ")
+		if rr.Window > 0 {
+			notes += fmt.Sprintf(", %d of them again while the first application was not recorded (Dedupe's documented window)", rr.Window)
+		}
+	}
 	lin, info := check.Linearizable(linOps, linTime)
 	row := report.Row{
 		Scenario: name, Description: desc, Runs: runs, Handovers: len(res.Handovers),
 		Violations: len(res.Violations), Takeover: check.Summarize(check.Latencies(res.Handovers, causes...)),
 		Cause: strings.Join(causes, ", "), Linearizable: linVerdict(lin), LateStops: res.LateStops,
-		Excused: res.Excused, Notes: notes,
+		Stubborn: res.Stubborn, Notes: notes,
 	}
 	if split := splitReleases(res.Handovers); split != "" {
 		row.Notes = strings.TrimPrefix(row.Notes+"; "+split, "; ")

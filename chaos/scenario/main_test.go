@@ -22,10 +22,18 @@ var (
 	// bins are the holder and server commands, built once per run.
 	bins map[string]string
 
-	rowsMu   sync.Mutex
-	rows     []report.Row
-	controls []report.Row
+	rowsMu    sync.Mutex
+	rows      []report.Row
+	controls  []report.Row
+	failovers []report.Failover
 )
+
+// addFailover records a row of the failover table.
+func addFailover(f report.Failover) {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	failovers = append(failovers, f)
+}
 
 // addControl records a control run, whose violations are expected and
 // shown apart.

@@ -78,11 +78,14 @@ func runSkew(t *testing.T, rate float64, rounds int) skewRun {
 				Lease: cfg,
 				Store: record.NewStore(fs, log, proc, cfg, now),
 				Workload: actors.WorkloadFunc(func(ctx context.Context, token lease.Token) error {
-					w := record.Workload{Proc: proc, Lease: id, Owner: cfg.OwnerID, Token: uint64(token), Start: now()}
+					term, _ := actors.TermFrom(ctx)
+					w := record.Workload{Proc: proc, Lease: id, Owner: cfg.OwnerID, Term: term.ID(), Sup: proc,
+						Token: uint64(token), Start: now()}
 					log.Start(w)
 					defer func() { w.Stop = now(); log.Stop(w) }()
 					for ctx.Err() == nil {
-						res.Write(record.Write{Lease: id, Proc: proc, Owner: cfg.OwnerID, Token: uint64(token), Sent: now()})
+						res.Write(record.Write{Lease: id, Proc: proc, Owner: cfg.OwnerID, Term: term.ID(),
+							Token: uint64(token), Sent: now()})
 						select {
 						case <-ctx.Done():
 						case <-time.After(10 * time.Millisecond):
@@ -162,7 +165,7 @@ func TestClockRate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runSkew(t, tc.rate, rounds(3, 60))
-			addRow(judge(t, tc.name, r.hist, r.storeOps(), tc.desc, r.rounds, "", string(record.MarkNetFault)))
+			addRow(judge(t, tc.name, r.hist, r.storeOps(), nil, tc.desc, r.rounds, "", string(record.MarkNetFault)))
 		})
 	}
 }

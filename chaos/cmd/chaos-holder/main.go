@@ -1,15 +1,35 @@
 // Command chaos-holder is a lease holder for the chaos suite: one or more
-// candidates (actors.LeaseSupervisor, or lock.Locker with -mode lock, over
-// natsstore) competing for one lease
-// through a NATS URL (the suite's proxy), whose workload writes through the
-// fenced resource. Every store operation and every workload start and stop
-// is appended to a log on the reference clock (package record).
+// candidates competing for one lease over natsstore, through a NATS URL (the
+// suite's proxy, or the nodes of a cluster), whose workload writes through
+// the fenced resource with its tenure (token and term). Every store
+// operation and every workload start and stop is appended to a log on the
+// reference clock (package record).
 //
 //	chaos-holder -nats nats://127.0.0.1:4300 -fence http://127.0.0.1:4301 \
 //	    -lease chaos.kill -proc h1 -log /tmp/h1.log
 //
-// It prints "ready" once its store is open and its candidates run, and
-// shuts down gracefully (workloads stopped, leases released) on SIGTERM.
+// Modes (-mode):
+//
+//   - supervisor: an actors.LeaseSupervisor run with Run, whose function
+//     workload writes every -write-every;
+//   - restart: the LeaseSupervisor is a child of a supervision tree (one for
+//     all) that restarts it on SIGUSR2;
+//   - tree: the workload is a supervision tree (actors.WorkloadTree) whose
+//     child writes, with a Shutdown of -shutdown;
+//   - singleton: the workload serves requests (package singleton) with a
+//     handler, de-duplicated by request ID in the KV bucket -ids, that
+//     applies each request with one fenced write carrying its ID;
+//   - lock: lock.Locker guards, taken and released again and again.
+//
+// With -stubborn, a workload (the tree's child in tree mode) ignores its
+// cancellation for that long; with -late-write it then makes one last write
+// with the tenure it read first, unchecked, as a write prepared before a
+// stall would land.
+//
+// It prints "ready" once its store is open and its candidates run. SIGUSR1
+// makes every supervisor resign (LeaseSupervisor.Resign, holding off
+// -resign-hold); SIGUSR2 restarts the supervisors in restart mode; SIGTERM
+// shuts down gracefully (workloads stopped, leases released).
 package main
 
 import (
@@ -25,38 +45,44 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/chaos/record"
 	"github.com/asterforge/aster/chaos/resource"
-	"github.com/asterforge/aster/lease"
-	"github.com/asterforge/aster/lock"
 	"github.com/asterforge/aster/natsstore"
-	"github.com/asterforge/aster/supervision"
 )
 
 type options struct {
-	natsURL, fenceURL, leaseID, proc, logPath, bucket, mode string
-	ttl, renew, standby, writeEvery, hold                   time.Duration
-	candidates                                              int
-	session                                                 bool
+	natsURL, fenceURL, leaseID, proc, logPath, bucket, mode, owner, ids string
+	ttl, renew, standby, writeEvery, hold, maxTTL, stubborn, shutdown   time.Duration
+	resignHold, isolation                                               time.Duration
+	candidates, replicas                                                int
+	lateWrite, session                                                  bool
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL (the suite's proxy)")
+	flag.StringVar(&o.natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL, or comma-separated URLs of a cluster's nodes")
 	flag.StringVar(&o.fenceURL, "fence", "", "base URL of the fenced resource (required)")
 	flag.StringVar(&o.leaseID, "lease", "chaos", "lease ID")
 	flag.StringVar(&o.proc, "proc", "holder", "process name in the records")
 	flag.StringVar(&o.logPath, "log", "", "record log (required)")
 	flag.StringVar(&o.bucket, "bucket", natsstore.DefaultBucket, "KV bucket")
 	flag.DurationVar(&o.ttl, "ttl", time.Second, "lease TTL")
-	flag.DurationVar(&o.renew, "renew", 250*time.Millisecond, "renew interval")
+	flag.DurationVar(&o.renew, "renew", 250*time.Millisecond, "renew interval (0: the lease default, TTL/3)")
 	flag.DurationVar(&o.standby, "standby", 500*time.Millisecond, "standby retry interval")
 	flag.DurationVar(&o.writeEvery, "write-every", 10*time.Millisecond, "period of the workload's fenced writes")
 	flag.DurationVar(&o.hold, "hold", 0, "the workload returns after leading this long (a graceful handover); 0 holds on")
-	flag.StringVar(&o.mode, "mode", "supervisor", "supervisor (actors.LeaseSupervisor) or lock (lock.Locker)")
-	flag.IntVar(&o.candidates, "candidates", 1, "candidates in this process, each with its own owner ID")
+	flag.StringVar(&o.mode, "mode", "supervisor", "supervisor, restart, tree, singleton or lock")
+	flag.IntVar(&o.candidates, "candidates", 1, "candidates in this process")
+	flag.StringVar(&o.owner, "owner", "", "owner ID of every candidate (\"\": a fresh one each)")
+	flag.DurationVar(&o.maxTTL, "max-ttl", 0, "the bucket's maximum lease TTL (0: -ttl)")
+	flag.IntVar(&o.replicas, "replicas", 1, "replicas of the bucket, if this holder creates it")
+	flag.DurationVar(&o.stubborn, "stubborn", 0, "the workload ignores its cancellation this long")
+	flag.DurationVar(&o.shutdown, "shutdown", 50*time.Millisecond, "tree mode: the writing child's Shutdown")
+	flag.DurationVar(&o.resignHold, "resign-hold", time.Second, "how long a supervisor holds off after SIGUSR1")
+	flag.StringVar(&o.ids, "ids", "chaos_ids", "singleton mode: the KV bucket of request IDs")
 	flag.BoolVar(&o.session, "session", false, "with -mode lock: hold the lock under the Locker's session (lock.Config.Session)")
+	flag.BoolVar(&o.lateWrite, "late-write", false, "a stubborn workload makes one unchecked write when it stops")
+	flag.DurationVar(&o.isolation, "isolation", 0, "natsstore.Config.IsolationTimeout (0: never, as for NewConn)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -67,9 +93,31 @@ func main() {
 	}
 }
 
+// env is what every candidate of the process shares.
+type env struct {
+	o     options
+	nc    *nats.Conn
+	store *natsstore.Store
+	log   *record.Log
+	fence *resource.Client
+	// resign and restart are closed and replaced at each SIGUSR1 and
+	// SIGUSR2.
+	mu              sync.Mutex
+	resign, restart chan struct{}
+}
+
+func (e *env) signals() (resign, restart <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.resign, e.restart
+}
+
 func run(ctx context.Context, o options) error {
 	if o.fenceURL == "" || o.logPath == "" {
 		return errors.New("-fence and -log are required")
+	}
+	if o.maxTTL == 0 {
+		o.maxTTL = o.ttl
 	}
 	log, err := record.Create(o.logPath)
 	if err != nil {
@@ -89,10 +137,22 @@ func run(ctx context.Context, o options) error {
 	openCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var store *natsstore.Store
-	for {
-		store, err = natsstore.NewConn(openCtx, nc, natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2, MaxTTL: o.ttl})
+	cfg := natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2, MaxTTL: o.maxTTL, Replicas: o.replicas,
+		IsolationTimeout: o.isolation,
+		OnEvent:          func(ev natsstore.Event) { fmt.Printf("store event: %T: %v\n", ev, ev) }}
+	// Each attempt has a deadline of its own: an attempt can wait for its
+	// whole context on a stream that is still forming.
+	for last := ""; ; {
+		actx, cancel := context.WithTimeout(openCtx, 5*time.Second)
+		start := time.Now()
+		store, err = natsstore.NewConn(actx, nc, cfg)
+		cancel()
 		if err == nil || openCtx.Err() != nil {
 			break
+		}
+		if err.Error() != last {
+			last = err.Error()
+			fmt.Printf("open store: retrying after %v: %s\n", time.Since(start).Round(time.Millisecond), last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -101,34 +161,20 @@ func run(ctx context.Context, o options) error {
 	}
 	defer store.Close()
 
+	e := &env{o: o, nc: nc, store: store, log: log, fence: fence,
+		resign: make(chan struct{}), restart: make(chan struct{})}
+	go e.relay(ctx)
+
 	var wg sync.WaitGroup
 	errs := make(chan error, o.candidates)
-	if o.mode == "lock" {
-		for range o.candidates {
-			wg.Go(func() {
-				if err := lockLoop(ctx, o, store, log, fence); err != nil {
-					errs <- err
-				}
-			})
-		}
-	}
-	for range o.candidates * boolInt(o.mode == "supervisor") {
-		cfg := lease.Config{
-			LeaseID: o.leaseID, OwnerID: lease.NewOwnerID(), TTL: o.ttl,
-			RenewInterval: o.renew, StandbyRetryInterval: o.standby,
-		}
-		sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
-			Lease:    cfg,
-			Store:    record.NewStore(store, log, o.proc, cfg, nil),
-			Workload: actors.WorkloadFunc(workload(o, cfg.OwnerID, nil, log, fence)),
-			Restart:  actors.RestartPolicy{Backoff: supervision.Backoff{Base: 5 * time.Millisecond, Cap: 50 * time.Millisecond}, Intensity: supervision.Unlimited},
-		})
+	for i := range o.candidates {
+		c, err := e.candidate(ctx, i+1)
 		if err != nil {
 			return err
 		}
 		wg.Go(func() {
-			if err := sup.Run(ctx); err != nil {
-				errs <- fmt.Errorf("%s: %w", cfg.OwnerID, err)
+			if err := c(ctx); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -142,98 +188,37 @@ func run(ctx context.Context, o options) error {
 	return errors.Join(append(all, log.Err())...)
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// relay turns SIGUSR1 and SIGUSR2 into closings of e.resign and e.restart.
+func (e *env) relay(ctx context.Context) {
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sig)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sig:
+			e.mu.Lock()
+			if s == syscall.SIGUSR1 {
+				close(e.resign)
+				e.resign = make(chan struct{})
+			} else {
+				close(e.restart)
+				e.restart = make(chan struct{})
+			}
+			e.mu.Unlock()
+		}
 	}
-	return 0
 }
 
-// lockLoop takes the lock (lock.Locker) again and again, runs the workload
-// under each guard, and releases it, until ctx is done.
-func lockLoop(ctx context.Context, o options, store *natsstore.Store, log *record.Log, fence *resource.Client) error {
-	cfg := lease.Config{TTL: o.ttl} // the lock's safety margin is the lease default, TTL/10
-	locker, err := lock.New(record.NewStore(store, log, o.proc, cfg, nil), lock.Config{
-		TTL: o.ttl, RenewInterval: o.renew, RetryInterval: o.standby, Session: o.session,
-	})
-	if err != nil {
-		return err
+// candidate returns the function that runs candidate i until ctx is done.
+func (e *env) candidate(ctx context.Context, i int) (func(context.Context) error, error) {
+	sup := fmt.Sprintf("%s/%d", e.o.proc, i)
+	switch e.o.mode {
+	case "lock":
+		return func(ctx context.Context) error { return e.lockLoop(ctx, sup) }, nil
+	case "supervisor", "restart", "tree", "singleton":
+		return e.supervisor(ctx, sup)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = locker.Close(cctx)
-	}()
-	for ctx.Err() == nil {
-		g, err := locker.Acquire(ctx, o.leaseID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if token, err := g.Token(); err == nil {
-			wctx, cancel := context.WithCancel(g.Context())
-			stop := context.AfterFunc(ctx, cancel)
-			valid := func() error { _, err := g.Token(); return err } // checked on the clock
-			_ = workload(o, g.OwnerID(), valid, log, fence)(wctx, token)
-			stop()
-			cancel()
-		}
-		rctx, cancel := context.WithTimeout(context.Background(), o.ttl)
-		_ = g.Release(rctx)
-		cancel()
-	}
-	return nil
-}
-
-// writeTimeout bounds one fenced write. A write is not abandoned when the
-// workload is told to stop (its context is not the lease's): a request
-// already sent would land after the release, which the checker flags. A
-// write slower than the stop timeout (TTL/10) still can, and is flagged.
-const writeTimeout = time.Second
-
-// workload writes through the fence every o.writeEvery while the lease is
-// held, and returns after o.hold if set, which hands the lease over. valid,
-// when not nil, is asked right before each write whether the lease is still
-// valid by the clock: a lock.Guard's Token, or a LeaseSupervisor
-// workload's actors.TokenFrom; when nil, the workload reads
-// actors.TokenFrom(ctx).
-func workload(o options, owner string, valid func() error, log *record.Log, fence *resource.Client) func(context.Context, lease.Token) error {
-	return func(ctx context.Context, token lease.Token) error {
-		w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: owner, Token: uint64(token), Start: record.Now()}
-		log.Start(w)
-		defer func() {
-			w.Stop = record.Now()
-			log.Stop(w)
-		}()
-		var done <-chan time.Time
-		if o.hold > 0 {
-			t := time.NewTimer(o.hold)
-			defer t.Stop()
-			done = t.C
-		}
-		tick := time.NewTicker(o.writeEvery)
-		defer tick.Stop()
-		check := valid // per term: valid is shared by every term of this holder
-		if check == nil {
-			check = func() error { _, err := actors.TokenFrom(ctx); return err } // checked on the clock
-		}
-		for {
-			if ctx.Err() != nil || check() != nil {
-				return nil
-			}
-			wctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-			_ = fence.Write(wctx, o.leaseID, o.proc, owner, uint64(token))
-			cancel()
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-done:
-				return nil
-			case <-tick.C:
-			}
-		}
-	}
+	return nil, fmt.Errorf("unknown -mode %q", e.o.mode)
 }
