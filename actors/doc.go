@@ -38,7 +38,10 @@
 //     to the parent after too many restarts);
 //   - stepped down: the workload returns nil or its actor stops itself, or
 //     Resign is called; no failure is counted, and the instance stands by
-//     without competing for a while, so that another takes over;
+//     without competing for a while, so that another takes over: after a
+//     workload's step down, for StandbyRetryInterval or until another
+//     term has taken the lease, whichever comes first; after Resign, for
+//     the time it names;
 //   - shut down: the actor stops (Run's context ends).
 //
 // In every case the term ends only when every part of the workload has

@@ -174,3 +174,66 @@ func TestStandbyTriesAgainOneTTLAfterTheLastWriteItSaw(t *testing.T) {
 		_ = runA.stop()
 	})
 }
+
+// A workload that steps down holds its instance off for a retry interval so
+// that another takes over; once another term has taken the lease, the hold
+// off has done its work. Three candidates whose terms are shorter than the
+// retry interval hand over to each other at once, round after round, and
+// never leave the lease free for a retry interval.
+func TestSteppedDownCompetesAgainOnceAnotherHasLed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		lc := lease.Config{TTL: 10 * time.Second, StandbyRetryInterval: time.Minute}
+		brief := WorkloadFunc(func(ctx context.Context, _ lease.Token) error {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			return nil // steps down
+		})
+		var runs []*running
+		for _, owner := range []string{"node-a", "node-b", "node-c"} {
+			runs = append(runs, start(r.supervisor(t, r.config(owner, brief, lc))))
+			synctest.Wait()
+		}
+		time.Sleep(time.Second)
+		for _, run := range runs {
+			require.NoError(t, run.stop())
+		}
+		acquired, at := all[Acquired](r.rec)
+		require.GreaterOrEqual(t, len(acquired), 30, "a term every 20 ms for a second, not one per retry interval")
+		for i := 1; i < len(at); i++ {
+			assert.Less(t, at[i].Sub(at[i-1]), time.Second, "term %d began %v after the one before", i, at[i].Sub(at[i-1]))
+		}
+	})
+}
+
+// A Resign's hold off is the caller's: it lasts its full time even after
+// another instance has led and stepped down.
+func TestResignHoldsOffForItsFullTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		lc := lease.Config{TTL: 10 * time.Second, StandbyRetryInterval: time.Minute}
+		supA := r.supervisor(t, r.config("node-a", (&counter{}).workload(), lc))
+		runA := start(supA)
+		synctest.Wait()
+		briefB := WorkloadFunc(func(ctx context.Context, _ lease.Token) error {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			return nil
+		})
+		runB := start(r.supervisor(t, r.config("node-b", briefB, lc)))
+		synctest.Wait()
+		require.NoError(t, supA.Resign(t.Context(), 10*time.Second))
+		time.Sleep(5 * time.Second)
+		acqA, _ := eventsOf[Acquired](r.rec, "node-a")
+		assert.Len(t, acqA, 1, "A does not compete within the 10 s it asked for, although B stepped down")
+		time.Sleep(10 * time.Second)
+		acqA, _ = eventsOf[Acquired](r.rec, "node-a")
+		assert.Len(t, acqA, 2, "A leads again once its hold off has passed")
+		require.NoError(t, runA.stop())
+		require.NoError(t, runB.stop())
+	})
+}

@@ -133,6 +133,11 @@ func (s *supervisor) sawHolder(h lease.Holder) {
 	if h.OwnerID != "" && h.OwnerID != s.s.cfg.Lease.OwnerID { // not an earlier term of this instance
 		s.seenOther = true
 	}
+	if s.yielded != "" && h.Term != "" && h.Term != s.yielded && h.Term != s.claimTerm {
+		// Another term took over from the one that stepped down: the hold
+		// off has done its work, and this instance competes again.
+		s.holdOff, s.yielded = time.Time{}, ""
+	}
 	if h.Term == s.holder.Term && h.OwnerID == s.holder.OwnerID {
 		s.holder = h
 		return

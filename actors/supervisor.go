@@ -211,10 +211,14 @@ type supervisor struct {
 	// claimTerm is the term identity of the next term: fresh after every
 	// term, and kept across the attempts of one standby period, so that an
 	// attempt whose outcome was unknown is recognised by the next.
-	claimTerm  string
-	holdOff    time.Time // no acquisition before (step down, Resign)
-	waitLive   uint64    // the live-work wake-up armed, 0 if none
-	cancelLive func()    // forgets it
+	claimTerm string
+	holdOff   time.Time // no acquisition before (step down, Resign)
+	// yielded is the term that stepped down, while its hold off lasts: the
+	// hold off ends early once another term holds the lease (a Resign's
+	// does not: its time is the caller's).
+	yielded    string
+	waitLive   uint64 // the live-work wake-up armed, 0 if none
+	cancelLive func() // forgets it
 
 	term *term // the current term, leading or stopping
 

@@ -29,6 +29,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	}
 	seq := s.s.shared.seq.Add(1)
 	s.claimTerm = lease.NewTerm() // the next term has an identity of its own
+	s.yielded = ""
 	t := &term{seq: seq, hold: hold, token: l.Token, notify: new(atomic.Bool), stuck: new(atomic.Bool)}
 	t.notify.Store(true)
 	t.ctx, t.cancel = context.WithCancelCause(hold.Context())
@@ -269,6 +270,7 @@ func (s *supervisor) next(c actor.Context, t *term, err error) {
 		s.restart(c, cause)
 	case endStepDown:
 		s.holdOff = time.Now().Add(s.s.retryDelay())
+		s.yielded = t.hold.Lease().Term
 		s.s.logAttrs(slog.LevelInfo, "workload stepped down; standing by", t.token, slog.Time("hold_off_until", s.holdOff))
 		s.s.emit(SteppedDown{Subject: s.s.subject(), Token: t.token})
 		s.standby(c)
@@ -291,6 +293,7 @@ func (s *supervisor) resign(c actor.Context, r resignRequest) {
 	if until.After(s.holdOff) {
 		s.holdOff = until
 	}
+	s.yielded = "" // the caller's hold off lasts its time
 	switch t := s.term; {
 	case t != nil && s.state == StateLeading:
 		t.resigns = append(t.resigns, r)
