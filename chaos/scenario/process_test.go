@@ -234,9 +234,9 @@ func testCycles(t *testing.T, name, desc string, procs, each int, d time.Duratio
 }
 
 // A leader that steps down holds off for a jittered StandbyRetryInterval
-// (here 100 ms) so that another takes over: with terms of 20 ms, a handover
-// needs about six candidates out of their hold-off to measure the release
-// and the watch rather than the hold-off.
+// (here 100 ms), or until another term has taken the lease, so that
+// another takes over: with terms of 20 ms, every handover measures the
+// release and the watch, not a hold-off.
 func TestGraceful(t *testing.T) {
 	testCycles(t, "graceful", "3 holders of 3 candidates; each leader releases after 20 ms of work", 3, 3,
 		time.Duration(rounds(3, 60))*time.Second, "-standby", "100ms")

@@ -136,7 +136,10 @@ func (l *load) Stop() {
 // singleton mode, under load.
 func testSingleton(t *testing.T, name, desc string, n int, fault func(e *env, h *holder), causes ...string) {
 	e := newEnv(t, name)
-	e.extra = []string{"-mode", "singleton"}
+	// A leader that resigns holds off for half a round, so that a round
+	// measures the handover to a standby, not the hold off of every other
+	// candidate that resigned in the rounds before.
+	e.extra = []string{"-mode", "singleton", "-resign-hold", (renew / 2).String()}
 	e.createIDBucket()
 	e.startN(candidates)
 	l := e.startLoad(callers)
