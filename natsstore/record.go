@@ -46,7 +46,7 @@ import (
 // first release (aster.lease/1, without term and meta) are still read: their
 // term is empty, which no claim can have, so such a key is held by someone
 // else until it is released or expires. A value from a newer version
-// ("aster.lease/3 ...") is reported as such and, like any value this version
+// ("aster.lease/4 ...") is reported as such and, like any value this version
 // cannot read, is never treated as a free lease.
 
 const (
