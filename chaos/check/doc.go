@@ -29,8 +29,10 @@
 //
 // Requests checks what callers of a singleton saw against what its leaders
 // applied through the fence: every request answered or failed at its
-// deadline, every answered request applied, and a de-duplicated handler
-// never applying a request again once its first application was recorded.
+// deadline, every answered request applied, applied once by the resource
+// (which records the ID with the effect), and a de-duplicated handler never
+// sending a request to the resource again once its first application was
+// recorded.
 //
 // # Linearizability
 //

@@ -14,17 +14,20 @@ const (
 	RequestLost   = "answered-but-not-applied"
 	AppliedBlind  = "applied-without-looking-up-its-id"
 	AppliedAgain  = "applied-again-after-recorded"
+	AppliedTwice  = "applied-twice-by-the-resource"
 )
 
 // RequestResult is what Requests found.
 type RequestResult struct {
 	Sent, Answered, Failed int
 	Applied                int // request IDs applied (accepted by the fence) at least once
-	// Window counts applications of an ID already applied, made while the
-	// first application had not been recorded in the ID store yet: its leader died, or its term
-	// ended, between the effect and the record. singleton.Dedupe documents
-	// this window: it is effectively once only for effects that end before
-	// the reply is recorded.
+	// Window counts attempts to apply an ID already applied, made while
+	// the first application had not been recorded in the ID store yet: its
+	// leader died, or its term ended, between the effect and the record.
+	// singleton.Dedupe documents this window: it is effectively once only
+	// for effects that end before the reply is recorded. The resource
+	// closes it, recording the request ID with the effect: it applies each
+	// ID once (a second application is AppliedTwice).
 	Window     int
 	Violations []Violation
 }
@@ -41,13 +44,27 @@ type RequestResult struct {
 func Requests(h record.History, reqs []record.Request) RequestResult {
 	var r RequestResult
 	var res Result
-	apps := map[string][]record.Write{}
+	apps := map[string][]record.Write{} // accepted writes by request ID, duplicates too
 	for _, w := range h.Writes {
 		if w.Accepted && w.Request != "" {
 			apps[w.Request] = append(apps[w.Request], w)
 		}
 	}
 	r.Applied = len(apps)
+	for id, ws := range apps {
+		var effects []record.Write
+		for _, w := range ws {
+			if !w.Duplicate {
+				effects = append(effects, w)
+			}
+		}
+		if len(effects) > 1 {
+			slices.SortFunc(effects, func(a, b record.Write) int { return cmp.Compare(a.Seq, b.Seq) })
+			res.add(AppliedTwice, effects[1].Lease, effects[1].At,
+				"request %s applied %d times by the resource (writes #%d and #%d)", id, len(effects), effects[0].Seq,
+				effects[1].Seq)
+		}
+	}
 	for _, q := range reqs {
 		r.Sent++
 		switch {

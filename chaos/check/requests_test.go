@@ -72,26 +72,45 @@ func TestRequestsCallerChecks(t *testing.T) {
 }
 
 func TestRequestsAppliedTwice(t *testing.T) {
-	t.Run("in the window between the effect and its record", func(t *testing.T) {
+	// window is a request applied by pa, whose leader died before recording
+	// it, and sent again to pb, which looked it up and applied it again.
+	window := func(duplicate bool) check.RequestResult {
 		h := &reqHist{}
 		h.idop("pa", "r1", "get", 8, 9, false)
 		h.apply("pa", "r1", 5, 10)
 		h.idop("pa", "r1", "put", 11, record.Never, false) // the leader died here
 		h.handled("pb", "r1", 9, 2000)
-		r := check.Requests(h.History, nil)
+		h.Writes[len(h.Writes)-1].Duplicate = duplicate
+		return check.Requests(h.History, nil)
+	}
+	t.Run("in the window, found applied by the resource", func(t *testing.T) {
+		r := window(true)
 		assert.Empty(t, r.Violations)
 		assert.Equal(t, 1, r.Window)
+		assert.Equal(t, 1, r.Applied)
 	})
-	t.Run("after the record", func(t *testing.T) {
+	t.Run("in the window, applied twice by the resource", func(t *testing.T) {
+		assert.Equal(t, []string{check.AppliedTwice}, reqKinds(window(false)))
+	})
+	// again is a request handled by pa, then by pb with the second
+	// application found done by the resource, which then does not hide a
+	// de-duplication that failed.
+	again := func(lookup bool) check.RequestResult {
 		h := &reqHist{}
 		h.handled("pa", "r1", 5, 10)
-		h.handled("pb", "r1", 9, 2000)
-		assert.Equal(t, []string{check.AppliedAgain}, reqKinds(check.Requests(h.History, nil)))
+		if lookup {
+			h.handled("pb", "r1", 9, 2000)
+			h.Writes[len(h.Writes)-1].Duplicate = true
+		} else {
+			h.apply("pb", "r1", 9, 2000)
+			h.Writes[len(h.Writes)-1].Duplicate = true
+		}
+		return check.Requests(h.History, nil)
+	}
+	t.Run("after the record", func(t *testing.T) {
+		assert.Equal(t, []string{check.AppliedAgain}, reqKinds(again(true)))
 	})
 	t.Run("without a lookup", func(t *testing.T) {
-		h := &reqHist{}
-		h.handled("pa", "r1", 5, 10)
-		h.apply("pb", "r1", 9, 2000)
-		assert.Equal(t, []string{check.AppliedBlind}, reqKinds(check.Requests(h.History, nil)))
+		assert.Equal(t, []string{check.AppliedBlind}, reqKinds(again(false)))
 	})
 }

@@ -155,7 +155,11 @@ type Write struct {
 	Sent     int64  `json:"sent"` // holder's reading before sending
 	At       int64  `json:"at"`   // the resource's reading when it decided
 	Accepted bool   `json:"accepted"`
-	Highest  uint64 `json:"highest"` // the highest accepted token before this write
+	// Duplicate marks an accepted write whose request the resource had
+	// already applied: it records request IDs with their effect, in one
+	// transaction, and applied nothing again.
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Highest   uint64 `json:"highest"` // the highest accepted token before this write
 }
 
 // ID returns the write's tenure identity: its term, or its owner.

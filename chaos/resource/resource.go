@@ -28,15 +28,16 @@ import (
 type Resource struct {
 	now func() int64
 
-	mu     sync.Mutex
-	fences map[string]*lease.Fence
-	writes []record.Write
+	mu      sync.Mutex
+	fences  map[string]*lease.Fence
+	applied map[[2]string]bool // lease and request ID of every request applied
+	writes  []record.Write
 }
 
 // New returns an empty resource that stamps decisions with now (a reading
 // of the reference clock, such as record.Now).
 func New(now func() int64) *Resource {
-	return &Resource{now: now, fences: map[string]*lease.Fence{}}
+	return &Resource{now: now, fences: map[string]*lease.Fence{}, applied: map[[2]string]bool{}}
 }
 
 // Server is a fenced resource served over HTTP.
@@ -79,6 +80,10 @@ func (s *Resource) Write(w record.Write) record.Write {
 	}
 	w.Highest = uint64(f.Stats().Highest.Token)
 	w.Accepted = f.Admit(lease.Tenure{Token: lease.Token(w.Token), Term: w.Term}) == nil
+	if key := [2]string{w.Lease, w.Request}; w.Accepted && w.Request != "" {
+		w.Duplicate = s.applied[key] // the request ID is recorded with the effect
+		s.applied[key] = true
+	}
 	w.At = s.now()
 	w.Seq = uint64(len(s.writes) + 1)
 	s.writes = append(s.writes, w)
@@ -129,6 +134,10 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		Token: token, Request: q.Get("request"), Sent: sent})
 	if !w.Accepted {
 		http.Error(rw, fmt.Sprintf("stale token %d < %d", w.Token, w.Highest), http.StatusConflict)
+		return
+	}
+	if w.Duplicate {
+		_, _ = io.WriteString(rw, "applied before\n") // done: the caller's request has its effect
 		return
 	}
 	_, _ = io.WriteString(rw, "accepted\n")

@@ -111,3 +111,36 @@ func TestResourceRejectsBadRequests(t *testing.T) {
 	require.Error(t, c.Write(context.Background(), offer("a", "p", "o", 1)))
 	assert.Empty(t, srv.Writes())
 }
+
+// A write that carries a singleton request ID applies it once: the
+// resource records the ID with the effect, so a request re-sent after its
+// first application (Dedupe's window: the leader died before recording
+// the reply) is admitted by the fence and applies nothing.
+func TestResourceAppliesARequestOnce(t *testing.T) {
+	srv, err := resource.Start()
+	require.NoError(t, err)
+	defer srv.Close()
+	c := resource.NewClient(srv.URL())
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	first, again, other := offer("a", "p1", "A", 5), offer("a", "p2", "B", 9), offer("b", "p2", "B", 9)
+	first.Request, again.Request, other.Request = "r1", "r1", "r1"
+	require.NoError(t, c.Write(ctx, first))
+	require.NoError(t, c.Write(ctx, again), "a duplicate is answered as done")
+	require.NoError(t, c.Write(ctx, other), "request IDs are per lease")
+	stale := offer("a", "p1", "A", 5)
+	stale.Request = "r1"
+	require.ErrorIs(t, c.Write(ctx, stale), resource.ErrStale, "the fence judges a duplicate's tenure first")
+
+	ws := srv.Writes()
+	require.Len(t, ws, 4)
+	assert.True(t, ws[0].Accepted)
+	assert.False(t, ws[0].Duplicate)
+	assert.True(t, ws[1].Accepted, "admitted by the fence")
+	assert.True(t, ws[1].Duplicate, "and applied nothing")
+	assert.False(t, ws[2].Duplicate)
+	assert.False(t, ws[3].Accepted)
+	assert.False(t, ws[3].Duplicate)
+}

@@ -395,7 +395,8 @@ func judge(t *testing.T, name string, h record.History, linOps []record.Op, reqs
 		notes = strings.TrimPrefix(notes+"; "+fmt.Sprintf("%d requests: %d answered, %d failed at their deadline; "+
 			"%d applied", rr.Sent, rr.Answered, rr.Failed, rr.Applied), "; ")
 		if rr.Window > 0 {
-			notes += fmt.Sprintf(", %d of them again while the first application was not recorded (Dedupe's documented window)", rr.Window)
+			notes += fmt.Sprintf(", %d sent again in Dedupe's window (applied, not yet recorded) and found applied by the "+
+				"resource, which records the ID with the effect", rr.Window)
 		}
 	}
 	lin, info := check.Linearizable(linOps, linTime)

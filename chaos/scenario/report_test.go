@@ -124,7 +124,9 @@ reference clock, and checks it.
   over HTTP on 127.0.0.1, judging each write by its tenure (a token above the
   highest admitted, or equal to it from the same term) and recording every
   write it accepts or rejects, so it outlives every fault injected into the
-  store.
+  store. It records a singleton request's ID with its effect, in one
+  transaction: a request applied before is admitted by the fence and
+  applies nothing again (the strongest form in docs/guarantees.md).
 - **Invariants** (` + "`chaos/check`" + `), each a *violation*: claimed validity
   intervals of two tenures of a lease overlap (each from the acquire's
   return to the earlier of its last claimed validity and its release call;
