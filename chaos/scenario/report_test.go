@@ -33,7 +33,7 @@ func writeReport(path string) error {
 		"server-kill", "net-drop", "net-blackhole", "net-delay-100ms", "net-delay-1500ms", "net-lost-responses",
 		"tamper-delete", "tamper-purge", "tamper-garbage", "clock-fast-10pct", "clock-slow-5pct", "clock-slow-9pct",
 		"graceful", "herd-100", "lock-kill-idle", "lock-pause-3x-ttl", "lock-graceful",
-		"dup-owner-kill", "dup-owner-graceful", "stuck-restart", "stuck-restart-alone", "stubborn-tree",
+		"lock-session", "dup-owner-kill", "dup-owner-graceful", "stuck-restart", "stuck-restart-alone", "stubborn-tree",
 		"stream-purge", "delete-mixed-ttl", "bucket-recreate", "bucket-max-age", "server-rollback",
 		"singleton-kill", "singleton-pause", "singleton-graceful"}
 	for _, f := range clusterFaults {
