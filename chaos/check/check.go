@@ -29,6 +29,12 @@ type Tenure struct {
 	ReleaseCall int64
 	WorkStart   int64 // first workload start under this token; 0 if none
 	WorkStop    int64 // last workload stop; record.Never while running
+	// Session is the lease ID of the session the lease was acquired under
+	// (record.Op.Session), "" for a lease with a TTL of its own. Such a
+	// tenure is valid while its session is: its ValidUntil is the
+	// session's last claimed validity, and the session's release call
+	// ends its claim as its own would.
+	Session, SessionTerm string
 }
 
 // End is the end of the tenure's claimed interval.
@@ -128,7 +134,7 @@ func tenures(h record.History) []Tenure {
 		ts = append(ts, Tenure{
 			Lease: op.Lease, Proc: op.Proc, Owner: op.Owner, Term: op.Term, Token: op.OutToken, Epoch: op.Epoch,
 			Acquired: op.Return, ValidUntil: op.ValidUntil, Relinquished: record.Never,
-			WorkStop: record.Never,
+			WorkStop: record.Never, Session: op.Session, SessionTerm: op.SessionTerm,
 		})
 	}
 	find := func(lease, id string, token uint64) *Tenure {
@@ -152,6 +158,7 @@ func tenures(h record.History) []Tenure {
 			}
 		}
 	}
+	underSessions(ts)
 	for _, w := range h.Workloads {
 		if t := find(w.Lease, w.ID(), w.Token); t != nil {
 			if t.WorkStart == 0 || w.Start < t.WorkStart {
@@ -166,6 +173,38 @@ func tenures(h record.History) []Tenure {
 		return cmp.Or(cmp.Compare(a.Lease, b.Lease), cmp.Compare(a.Acquired, b.Acquired))
 	})
 	return ts
+}
+
+// underSessions makes each tenure held under a session valid while its
+// session is: until the session's last claimed validity, and no longer
+// than the session's release call (which frees every lease under it).
+func underSessions(ts []Tenure) {
+	for i := range ts {
+		t := &ts[i]
+		if t.Session == "" {
+			continue
+		}
+		// The session's tenure: of its term, or the latest acquired before
+		// t in records without one.
+		var s *Tenure
+		for j := range ts {
+			c := &ts[j]
+			if c.Lease != t.Session || c.Epoch != t.Epoch || c.Acquired > t.Acquired {
+				continue
+			}
+			if (t.SessionTerm == "" || c.ID() == t.SessionTerm) && (s == nil || c.Acquired > s.Acquired) {
+				s = c
+			}
+		}
+		if s == nil {
+			continue
+		}
+		t.ValidUntil = max(t.ValidUntil, s.ValidUntil)
+		t.Relinquished = min(t.Relinquished, s.Relinquished)
+		if s.ReleaseCall != 0 && (t.ReleaseCall == 0 || s.ReleaseCall < t.ReleaseCall) {
+			t.ReleaseCall = s.ReleaseCall
+		}
+	}
 }
 
 // tenureKey identifies a tenure: its lease, identity and token.

@@ -8,8 +8,12 @@
 // earlier of its last claimed ValidUntil and its release call (a killed
 // holder's claim runs on: a write it sent before dying may still land).
 // Tenures are told apart by their term (lease.Claim.Term), never by their
-// owner ID: two processes configured with one owner ID are two holders. It
-// then reports as violations:
+// owner ID: two processes configured with one owner ID are two holders. A
+// lease held under a session (lock.Config.Session: record.Op.Session) has
+// no validity of its own: it is valid while its session is, so its claim
+// runs to the session's last claimed validity (the session's renewals
+// extend it) and ends at the earlier of its own release call and the
+// session's. It then reports as violations:
 //
 //   - two tenures of one lease whose intervals overlap (unless one term took
 //     its own key again after its workload had stopped), whatever an
@@ -40,7 +44,11 @@
 // history of store operations (acquire, renew, release, and operator
 // tampering) against it: each answer must be explainable by one order of
 // the operations within their call and return times, where a held key may
-// expire from TTL after the call of its last write on.
+// expire from TTL after the call of its last write on. A key acquired under
+// a session is checked together with the session's key (the session's own
+// acquire, renewals and release are operations on it): it has no TTL of
+// its own, is held while the session's term holds the session's key, and
+// is free to contenders once the session is released or may have expired.
 //
 // # Latency
 //

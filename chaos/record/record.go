@@ -106,6 +106,10 @@ type Op struct {
 	// ValidUntil is the session's at the acquire, and the session's later
 	// renewals (ops on the Session lease) extend it.
 	Session string `json:"session,omitempty"`
+	// SessionTerm is the term of the session (lease.Lease.Term) an acquire
+	// took the lease under: the lease is held while that term holds the
+	// Session lease.
+	SessionTerm string `json:"session_term,omitempty"`
 }
 
 // ID returns who made op: its term, or its owner for records without one.

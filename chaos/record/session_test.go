@@ -35,15 +35,22 @@ func TestStoreRecordsAcquireUnder(t *testing.T) {
 	acq, err := s.AcquireUnder(ctx, lease.Claim{LeaseID: "l", OwnerID: "A", Term: "term-l", TTL: time.Second}, renewed)
 	require.NoError(t, err)
 	require.True(t, acq.Acquired)
+	standby, err := s.AcquireUnder(ctx, lease.Claim{LeaseID: "l", OwnerID: "B", Term: "term-b", TTL: time.Second}, renewed)
+	require.NoError(t, err)
+	require.False(t, standby.Acquired)
 	require.NoError(t, log.Close())
 
 	h, err := record.ReadLogs(dir)
 	require.NoError(t, err)
-	require.Len(t, h.Ops, 3)
+	require.Len(t, h.Ops, 4)
 	op := h.Ops[2]
 	assert.Equal(t, record.OpAcquire, op.Type)
 	assert.Equal(t, record.ResultOK, op.Result)
 	assert.Equal(t, "session.a", op.Session)
+	assert.Equal(t, "term-s", op.SessionTerm, "the session's term: the lease is held while that term holds it")
+	assert.Equal(t, "term-l", op.Term, "the lease's own term, which its writes carry")
 	assert.Equal(t, uint64(acq.Lease.Token), op.OutToken)
 	assert.Equal(t, h.Ops[1].ValidUntil, op.ValidUntil, "the session's validity, from its last renewal")
+	assert.Equal(t, record.ResultStandby, h.Ops[3].Result)
+	assert.Equal(t, "term-l", h.Ops[3].OutTerm, "the holder's term")
 }

@@ -59,6 +59,9 @@ type env struct {
 	direct bool
 	// extra flags for every holder of the scenario (such as -mode lock).
 	extra []string
+	// counts selects the handovers the row counts and times (nil: all);
+	// the others are checked all the same.
+	counts func(check.Handover) bool
 
 	mu      sync.Mutex
 	seq     int
@@ -325,7 +328,7 @@ func (e *env) finish(desc string, runs int, notes string, causes ...string) repo
 	if e.cluster != nil {
 		notes = strings.TrimPrefix(notes+"; store events: "+e.storeEvents(hs), "; ")
 	}
-	row := judge(e.t, e.name, h, h.Ops, e.requests(), desc, runs, notes, causes...)
+	row := judgeSome(e.t, e.name, h, h.Ops, e.requests(), e.counts, desc, runs, notes, causes...)
 	addRow(row)
 	return row
 }
@@ -388,7 +391,18 @@ func (e *env) requests() []record.Request {
 func judge(t *testing.T, name string, h record.History, linOps []record.Op, reqs []record.Request, desc string,
 	runs int, notes string, causes ...string) report.Row {
 	t.Helper()
+	return judgeSome(t, name, h, linOps, reqs, nil, desc, runs, notes, causes...)
+}
+
+// judgeSome is judge, counting and timing only the handovers counts
+// selects (nil: all of them); every violation counts.
+func judgeSome(t *testing.T, name string, h record.History, linOps []record.Op, reqs []record.Request,
+	counts func(check.Handover) bool, desc string, runs int, notes string, causes ...string) report.Row {
+	t.Helper()
 	res := check.Check(h)
+	if counts != nil {
+		res.Handovers = slices.DeleteFunc(res.Handovers, func(ho check.Handover) bool { return !counts(ho) })
+	}
 	if len(reqs) > 0 || len(h.IDOps) > 0 {
 		rr := check.Requests(h, reqs)
 		res.Violations = append(res.Violations, rr.Violations...)

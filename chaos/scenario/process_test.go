@@ -74,6 +74,37 @@ func TestLockPause(t *testing.T) {
 	e.finish("lock.Locker holders: SIGSTOP of the guard's process for 3 s, then SIGCONT", n, "", string(record.MarkStop))
 }
 
+// TestLockSession runs lock.Locker holders that hold the lock under a
+// session (lock.Config.Session): the lock's key is written once, naming
+// the session, and is valid while the session is. Rounds alternate a
+// SIGKILL of the guard's process and a SIGSTOP of it for 3 TTL.
+func TestLockSession(t *testing.T) {
+	e := newEnv(t, "lock-session")
+	e.extra = []string{"-mode", "lock", "-session"}
+	n := rounds(2, 30)
+	e.startN(candidates)
+	var token uint64
+	kills, pauses := 0, 0
+	for i := range n {
+		var h *holder
+		h, token = e.leader(token)
+		time.Sleep(jitter(renew))
+		if i%2 == 0 {
+			kills++
+			e.kill(h, "idle")
+			e.start()
+			continue
+		}
+		pauses++
+		e.pause(h, 3*ttl)
+		time.Sleep(ttl)
+	}
+	e.leader(token)
+	e.finish("lock.Locker holders under a session (lock.Config.Session): SIGKILL of the guard's process, "+
+		"or SIGSTOP of it for 3 s, in turn", n, fmt.Sprintf("%d kills, %d pauses", kills, pauses),
+		string(record.MarkKill), string(record.MarkStop))
+}
+
 func TestKillMidRenewal(t *testing.T) {
 	e := newEnv(t, "kill-mid-renewal")
 	n := rounds(3, 30)

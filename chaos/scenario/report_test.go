@@ -33,9 +33,10 @@ func writeReport(path string) error {
 		"server-kill", "net-drop", "net-blackhole", "net-delay-100ms", "net-delay-1500ms", "net-lost-responses",
 		"tamper-delete", "tamper-purge", "tamper-garbage", "clock-fast-10pct", "clock-slow-5pct", "clock-slow-9pct",
 		"graceful", "herd-100", "lock-kill-idle", "lock-pause-3x-ttl", "lock-graceful",
-		"dup-owner-kill", "dup-owner-graceful", "stuck-restart", "stuck-restart-alone", "stubborn-tree",
+		"lock-session", "dup-owner-kill", "dup-owner-graceful", "stuck-restart", "stuck-restart-alone", "stubborn-tree",
 		"stream-purge", "delete-mixed-ttl", "bucket-recreate", "bucket-max-age", "server-rollback",
-		"singleton-kill", "singleton-pause", "singleton-graceful"}
+		"singleton-kill", "singleton-pause", "singleton-graceful",
+		"shard-kill-rebalance", "shard-pause-3x-ttl", "shard-partition-3x-ttl"}
 	for _, f := range clusterFaults {
 		for _, ttl := range clusterTTLs {
 			order = append(order, fmt.Sprintf("cluster-%s-ttl%v", f.name, ttl))
@@ -112,9 +113,17 @@ reference clock, and checks it.
   clock right before each write. Other modes put the supervisor under a
   supervision tree that restarts it on a signal, make the workload a
   supervision tree, make it ignore its cancellation for a while, give every
-  candidate one owner ID, or serve singleton requests (package
+  candidate one owner ID, serve singleton requests (package
   ` + "`singleton`" + `), each applied with one fenced write carrying its
-  request ID, de-duplicated by ` + "`singleton.Dedupe`" + ` over a KV bucket.
+  request ID, de-duplicated by ` + "`singleton.Dedupe`" + ` over a KV bucket,
+  hold the lock under a session (` + "`lock.Config.Session`" + `: the lock's
+  key is written once, naming the session, and is valid while the session
+  is), or make each process a member of a sharded fleet
+  (` + "`shard.Host`" + `, 8 shards) whose workload writes for each shard it
+  runs under the shard's lease ID, so that each shard is checked as a lease.
+  After each fault a fleet must reach *full placement*: every shard written
+  within the last 100 ms by a live member, every live member holding its
+  share (S/N or S/N+1); the time from the fault's end to it is in the notes.
 - **Reference clock**: every record is stamped with CLOCK_MONOTONIC, which all
   processes of the machine share. Each holder logs every store operation
   before it leaves and after it returns (append-only, one write(2) per
@@ -130,7 +139,9 @@ reference clock, and checks it.
 - **Invariants** (` + "`chaos/check`" + `), each a *violation*: claimed validity
   intervals of two tenures of a lease overlap (each from the acquire's
   return to the earlier of its last claimed validity and its release call;
-  a killed holder's claim runs on), whatever an operator did to the key;
+  a killed holder's claim runs on; a lock under a session claims the
+  session's validity, and the session's release call ends it), whatever an
+  operator did to the key;
   tenures are told apart by their term, never by their owner ID; tokens not
   strictly increasing in acquisition order, or reused, within one epoch of
   the store (a server that lost acknowledged writes starts a new one); an
@@ -145,7 +156,9 @@ reference clock, and checks it.
   their results, and the operator's tampering) are checked with porcupine
   against a model of one lease key, where a held key may expire TTL after the
   call of its last write, and an operation whose outcome is unknown may or may
-  not have happened. An illegal history counts as a violation.
+  not have happened; a key held under a session is checked with the
+  session's key, held while the session is. An illegal history counts as a
+  violation.
 - **Takeover** is measured from the cause (the kill, the pause, the fault, the
   tampering, the restart, or a release call that succeeded) to the new
   owner's workload start.
@@ -210,7 +223,8 @@ Run it with ` + "`make chaos`" + `. A short version runs in ` + "`make test`" + 
 about two minutes: the kills, the 3 TTL pause, the server kill, the
 blackhole and lost responses, garbage, the clock rates, the graceful cycles,
 one or two rounds of each scenario of one identity per tenure, of the
-bucket's failure model and of the singleton (but its pause), and the stream
-leader's kill at TTL 3 s; its violations fail the test, but it writes no
+bucket's failure model and of the singleton (but its pause), of the lock
+under a session and of the sharded fleet's kill during a rebalance, and the
+stream leader's kill at TTL 3 s; its violations fail the test, but it writes no
 report.
 `

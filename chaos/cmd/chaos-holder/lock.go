@@ -44,7 +44,7 @@ func (e *env) lockLoop(ctx context.Context, sup string) error {
 			}
 			return g.Tenure(), nil
 		}
-		_ = e.workWith(wctx, sup, g.OwnerID(), tenure)
+		_ = e.workWith(wctx, o.leaseID, sup, g.OwnerID(), tenure)
 		stop()
 		cancel()
 		rctx, cancel := context.WithTimeout(context.Background(), o.ttl)

@@ -19,7 +19,10 @@
 //   - singleton: the workload serves requests (package singleton) with a
 //     handler, de-duplicated by request ID in the KV bucket -ids, that
 //     applies each request with one fenced write carrying its ID;
-//   - lock: lock.Locker guards, taken and released again and again.
+//   - lock: lock.Locker guards, taken and released again and again;
+//   - shard: a member of a sharded fleet (shard.Host) named by -lease, with
+//     -shards shards, whose workload for each shard it runs writes every
+//     -write-every under the shard's lease ID (shard.ShardKey).
 //
 // With -stubborn, a workload (the tree's child in tree mode) ignores its
 // cancellation for that long; with -late-write it then makes one last write
@@ -54,7 +57,7 @@ type options struct {
 	natsURL, fenceURL, leaseID, proc, logPath, bucket, mode, owner, ids string
 	ttl, renew, standby, writeEvery, hold, maxTTL, stubborn, shutdown   time.Duration
 	resignHold, isolation                                               time.Duration
-	candidates, replicas                                                int
+	candidates, replicas, shards                                        int
 	lateWrite, session                                                  bool
 }
 
@@ -71,7 +74,8 @@ func main() {
 	flag.DurationVar(&o.standby, "standby", 500*time.Millisecond, "standby retry interval")
 	flag.DurationVar(&o.writeEvery, "write-every", 10*time.Millisecond, "period of the workload's fenced writes")
 	flag.DurationVar(&o.hold, "hold", 0, "the workload returns after leading this long (a graceful handover); 0 holds on")
-	flag.StringVar(&o.mode, "mode", "supervisor", "supervisor, restart, tree, singleton or lock")
+	flag.StringVar(&o.mode, "mode", "supervisor", "supervisor, restart, tree, singleton, lock or shard")
+	flag.IntVar(&o.shards, "shards", 6, "shard mode: the number of shards (s/0 … s/<n-1>)")
 	flag.IntVar(&o.candidates, "candidates", 1, "candidates in this process")
 	flag.StringVar(&o.owner, "owner", "", "owner ID of every candidate (\"\": a fresh one each)")
 	flag.DurationVar(&o.maxTTL, "max-ttl", 0, "the bucket's maximum lease TTL (0: -ttl)")
@@ -217,6 +221,11 @@ func (e *env) candidate(ctx context.Context, i int) (func(context.Context) error
 	switch e.o.mode {
 	case "lock":
 		return func(ctx context.Context) error { return e.lockLoop(ctx, sup) }, nil
+	case "shard":
+		if i > 1 {
+			return nil, errors.New("-mode shard runs one shard.Host per process: -candidates must be 1")
+		}
+		return e.shardHost, nil
 	case "supervisor", "restart", "tree", "singleton":
 		return e.supervisor(ctx, sup)
 	}

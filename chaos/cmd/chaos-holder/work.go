@@ -27,16 +27,18 @@ type tenureOf func() (lease.Tenure, error)
 // write with the tenure it read first, unchecked: a write prepared before a
 // stall.
 func (e *env) work(ctx context.Context, sup, owner string, term actors.Term) error {
-	return e.workWith(ctx, sup, owner, term.Tenure)
+	return e.workWith(ctx, e.o.leaseID, sup, owner, term.Tenure)
 }
 
-func (e *env) workWith(ctx context.Context, sup, owner string, tenure tenureOf) error {
+// workWith is work for the lease leaseID (a shard's, in shard mode), whose
+// tenure is read with tenure.
+func (e *env) workWith(ctx context.Context, leaseID, sup, owner string, tenure tenureOf) error {
 	o := e.o
 	first, err := tenure()
 	if err != nil {
 		return nil // the term ended before the workload started
 	}
-	w := record.Workload{Proc: o.proc, Lease: o.leaseID, Owner: owner, Term: first.Term, Sup: sup,
+	w := record.Workload{Proc: o.proc, Lease: leaseID, Owner: owner, Term: first.Term, Sup: sup,
 		Token: uint64(first.Token), Start: record.Now(), Stubborn: o.stubborn > 0}
 	e.log.Start(w)
 	defer func() {
@@ -57,7 +59,7 @@ loop:
 		if ctx.Err() != nil || err != nil {
 			break
 		}
-		e.write(owner, t)
+		e.write(leaseID, owner, t)
 		select {
 		case <-ctx.Done():
 			break loop
@@ -69,15 +71,15 @@ loop:
 	if o.stubborn > 0 {
 		time.Sleep(o.stubborn) // deaf to ctx
 		if o.lateWrite {
-			e.write(owner, first)
+			e.write(leaseID, owner, first)
 		}
 	}
 	return nil
 }
 
-// write offers one write of owner's tenure t.
-func (e *env) write(owner string, t lease.Tenure) {
+// write offers one write of owner's tenure t of leaseID.
+func (e *env) write(leaseID, owner string, t lease.Tenure) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	_ = e.fence.Write(ctx, resource.Offer{Lease: e.o.leaseID, Proc: e.o.proc, Owner: owner, Tenure: t})
+	_ = e.fence.Write(ctx, resource.Offer{Lease: leaseID, Proc: e.o.proc, Owner: owner, Tenure: t})
 }
