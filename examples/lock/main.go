@@ -8,7 +8,10 @@
 // token, is rejected by the fence. It ends with a summary computed from
 // what it recorded, and exits by itself.
 //
-//	go run ./examples/lock [-contenders 3] [-ttl 1s] [-nats-url nats://...]
+//	go run ./examples/lock [-contenders 3] [-ttl 1s] [-nats-url nats://...] [-replicas 3]
+//
+// With -nats-url pointing at a JetStream cluster, -replicas 3 (or 5) gives
+// the lock's bucket, when it is created, that many replicas.
 //
 // The contenders are this binary, re-executed with a hidden first
 // argument; the ledger and its fence live in the orchestrator, on
@@ -65,7 +68,7 @@ Flags:
 	fs.IntVar(&o.contenders, "contenders", o.contenders, "number of contender processes (2-9)")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "the lock's `TTL`, whole seconds")
 	fs.StringVar(&urls, "nats-url", os.Getenv("NATS_URL"), "NATS server `URLs`, comma-separated; empty starts an embedded server")
-	fs.IntVar(&o.replicas, "replicas", 1, "`replicas` of the bucket when it is created (3 or 5 in a JetStream cluster)")
+	fs.IntVar(&o.replicas, "replicas", 1, demo.ReplicasUsage)
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -84,8 +87,9 @@ Flags:
 	case o.ttl < time.Second || o.ttl%time.Second != 0:
 		fmt.Fprintf(stderr, "lock: -ttl must be a whole number of seconds, at least 1s, got %v\n", o.ttl)
 		return 2
-	case o.replicas < 1 || o.replicas > 5 || o.replicas > 1 && len(o.urls) == 0:
-		fmt.Fprintf(stderr, "lock: -replicas must be between 1 and 5, and above 1 only with -nats-url, got %d\n", o.replicas)
+	}
+	if err := demo.CheckReplicas(o.replicas, o.urls); err != nil {
+		fmt.Fprintln(stderr, "lock:", err)
 		return 2
 	}
 	if f, ok := stdout.(*os.File); ok && demo.IsTerminal(f) {

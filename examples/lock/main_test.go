@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 func TestRun(t *testing.T) {
 	out := &demo.Buffer{}
-	o := options{contenders: 3, ttl: time.Second, steps: defaultSteps, step: 50 * time.Millisecond, out: out}
+	o := options{contenders: 3, ttl: time.Second, replicas: 1, steps: defaultSteps, step: 50 * time.Millisecond, out: out}
 	start := time.Now()
 	sum, err := run(t.Context(), o)
 	if sum != nil {
@@ -59,5 +59,23 @@ func TestFlags(t *testing.T) {
 	for _, args := range [][]string{{"-contenders", "1"}, {"-ttl", "500ms"}, {"extra"}} {
 		stderr.Reset()
 		assert.Equal(t, 2, orchestratorMain(args, &stdout, &stderr), "%v", args)
+	}
+}
+
+// TestBadReplicas: a -replicas value out of range, or above 1 without an
+// existing deployment, is refused with its reason before anything starts.
+func TestBadReplicas(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-replicas", "0", "-nats-url", "nats://127.0.0.1:1"}, "-replicas must be between 1 and 5, got 0"},
+		{[]string{"-replicas", "6", "-nats-url", "nats://127.0.0.1:1"}, "-replicas must be between 1 and 5, got 6"},
+		{[]string{"-replicas", "3"}, "-replicas needs -nats-url pointing at a JetStream cluster"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, orchestratorMain(c.args, &stdout, &stderr), "%v", c.args)
+		assert.Contains(t, stderr.String(), c.want, "%v", c.args)
+		assert.Empty(t, stdout.String(), "%v: nothing started", c.args)
 	}
 }

@@ -12,7 +12,8 @@
 // SIGCONT: its write arrives late, with an old token, and is rejected),
 // stops the next one gracefully (SIGTERM: handover through the watch, in
 // milliseconds), and prints a summary of the handovers and the fence's
-// verdict. Run it with --help for its flags.
+// verdict. Run it with --help for its flags; -nats-url with -replicas 3 runs
+// it against a JetStream cluster with a 3-replica bucket.
 package main
 
 import (
@@ -133,7 +134,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&d.KeyFile, "tls-key", "", "client key `file` (with -tls-cert)")
 	fs.StringVar(&o.bucket, "bucket", o.bucket, "JetStream KV `bucket` of the demo's lease; created if missing")
 	fs.StringVar(&o.domain, "js-domain", "", "JetStream `domain` of the bucket, if any")
-	fs.IntVar(&o.replicas, "replicas", 1, "`replicas` of the bucket when the demo creates it (3 or 5 in a JetStream cluster)")
+	fs.IntVar(&o.replicas, "replicas", 1, demo.ReplicasUsage)
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours, and no live status line")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -142,11 +143,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
 	d.URLs = demo.SplitURLs(urls)
+	if err := demo.CheckReplicas(o.replicas, d.URLs); err != nil {
+		return o, err
+	}
 	switch {
-	case o.replicas < 1 || o.replicas > 5:
-		return o, fmt.Errorf("-replicas must be between 1 and 5, got %d", o.replicas)
-	case o.replicas > 1 && len(d.URLs) == 0:
-		return o, errors.New("-replicas needs -nats-url pointing at a JetStream cluster (the embedded server is one node)")
 	case o.instances < 2 || o.instances > 9:
 		return o, fmt.Errorf("-instances must be between 2 and 9, got %d", o.instances)
 	case o.ttl < time.Second || o.ttl%time.Second != 0:

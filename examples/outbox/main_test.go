@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 func testOptions(out *demo.Buffer) options {
 	return options{
 		instances: 3, ttl: time.Second, bucket: defaultBucket, leaseID: defaultLeaseID,
-		settle: 300 * time.Millisecond, interval: 50 * time.Millisecond, out: out,
+		settle: 300 * time.Millisecond, interval: 50 * time.Millisecond, replicas: 1, out: out,
 	}
 }
 
@@ -227,5 +227,23 @@ func TestShortToken(t *testing.T) {
 		{1796112891000042, "…000042"},
 	} {
 		assert.Equal(t, c.want, shortToken(c.in), "shortToken(%d)", c.in)
+	}
+}
+
+// TestBadReplicas: a -replicas value out of range, or above 1 without an
+// existing deployment, is refused with its reason before anything starts.
+func TestBadReplicas(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-replicas", "0", "-nats-url", "nats://127.0.0.1:1"}, "-replicas must be between 1 and 5, got 0"},
+		{[]string{"-replicas", "6", "-nats-url", "nats://127.0.0.1:1"}, "-replicas must be between 1 and 5, got 6"},
+		{[]string{"-replicas", "3"}, "-replicas needs -nats-url pointing at a JetStream cluster"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, orchestratorMain(c.args, &stdout, &stderr), "%v", c.args)
+		assert.Contains(t, stderr.String(), c.want, "%v", c.args)
+		assert.Empty(t, stdout.String(), "%v: nothing started", c.args)
 	}
 }

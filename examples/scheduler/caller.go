@@ -39,6 +39,7 @@ func callerMain(args []string) int {
 	urls := fs.String("nats-url", "", "")
 	numbers := fs.Int("numbers", defaultNumbers, "")
 	every := fs.Duration("every", 50*time.Millisecond, "")
+	replicas := fs.Int("replicas", 1, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -47,7 +48,7 @@ func callerMain(args []string) int {
 	defer stop()
 	list := strings.Split(*urls, ",")
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: list, Name: *name}, natsstore.Config{Bucket: bucket})
+	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: list, Name: *name}, natsstore.Config{Bucket: bucket, Replicas: *replicas})
 	cancel()
 	if err != nil {
 		log.Error("caller failed", "error", err)

@@ -10,7 +10,11 @@
 // request's ID is recorded with its number, so that a request sent again
 // after a crash gets the number it was given, not a new one.
 //
-//	go run ./examples/scheduler [-sequencers 3] [-callers 2] [-numbers 30] [-ttl 2s] [-nats-url nats://...]
+//	go run ./examples/scheduler [-sequencers 3] [-callers 2] [-numbers 30] [-ttl 2s] [-nats-url nats://...] [-replicas 3]
+//
+// With -nats-url pointing at a JetStream cluster, -replicas 3 (or 5) gives
+// the buckets it creates, the lease bucket and the bucket of the counter and
+// the request IDs, that many replicas.
 //
 // The sequencers and callers are this binary, re-executed with a hidden
 // first argument. It ends with a summary and exits by itself.
@@ -59,6 +63,7 @@ type options struct {
 	sequencers, callers, numbers int
 	ttl                          time.Duration
 	urls                         []string // empty: an embedded server
+	replicas                     int      // of the buckets, when created; 0 means 1
 	out                          io.Writer
 	exe                          string // "" means this binary
 }
@@ -85,6 +90,7 @@ Flags:
 	fs.IntVar(&o.numbers, "numbers", o.numbers, "numbers each caller asks for (10-10000)")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "the sequencer's lease `TTL`, whole seconds")
 	fs.StringVar(&urls, "nats-url", os.Getenv("NATS_URL"), "NATS server `URLs`, comma-separated; empty starts an embedded server")
+	fs.IntVar(&o.replicas, "replicas", 1, demo.ReplicasUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -107,6 +113,10 @@ Flags:
 		return 2
 	case o.ttl < time.Second || o.ttl%time.Second != 0:
 		fmt.Fprintf(stderr, "scheduler: -ttl must be a whole number of seconds, at least 1s, got %v\n", o.ttl)
+		return 2
+	}
+	if err := demo.CheckReplicas(o.replicas, o.urls); err != nil {
+		fmt.Fprintln(stderr, "scheduler:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -69,6 +69,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 	}
 	defer stopServer()
 	url := strings.Join(urls, ",")
+	replicas := strconv.Itoa(max(o.replicas, 1))
 
 	nc, err := nats.Connect(url, nats.Name("scheduler-orchestrator"))
 	if err != nil {
@@ -92,7 +93,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 
 	// An observer of the lease, independent of the instances.
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: urls, Name: "scheduler-observer"}, natsstore.Config{Bucket: bucket})
+	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: urls, Name: "scheduler-observer"}, natsstore.Config{Bucket: bucket, Replicas: o.replicas})
 	cancel()
 	if err != nil {
 		return nil, err
@@ -145,7 +146,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 	}
 	sequencer := func(i int) error {
 		name := "s" + strconv.Itoa(i)
-		_, err := startChild(name, sequencerArg, "-name", name, "-nats-url", url, "-ttl", o.ttl.String())
+		_, err := startChild(name, sequencerArg, "-name", name, "-nats-url", url, "-ttl", o.ttl.String(), "-replicas", replicas)
 		return err
 	}
 	for i := 1; i <= o.sequencers; i++ {
@@ -159,7 +160,8 @@ func run(ctx context.Context, o options) (*summary, error) {
 	var callers []*demo.Child
 	for i := 1; i <= o.callers; i++ {
 		name := "c" + strconv.Itoa(i)
-		c, err := startChild(name, callerArg, "-name", name, "-nats-url", url, "-numbers", strconv.Itoa(o.numbers))
+		c, err := startChild(name, callerArg, "-name", name, "-nats-url", url, "-numbers", strconv.Itoa(o.numbers),
+			"-replicas", replicas)
 		if err != nil {
 			return nil, err
 		}

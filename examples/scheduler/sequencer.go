@@ -45,23 +45,24 @@ func sequencerMain(args []string) int {
 	name := fs.String("name", "s1", "")
 	urls := fs.String("nats-url", "", "")
 	ttl := fs.Duration("ttl", defaultTTL, "")
+	replicas := fs.Int("replicas", 1, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	log := demo.NewLogger(os.Stderr, true).With("instance", *name)
 	ctx, stop := demo.ChildContext()
 	defer stop()
-	if err := runSequencer(ctx, *name, strings.Split(*urls, ","), *ttl, log); err != nil {
+	if err := runSequencer(ctx, *name, strings.Split(*urls, ","), *ttl, *replicas, log); err != nil {
 		log.Error("sequencer failed", "error", err)
 		return 1
 	}
 	return 0
 }
 
-func runSequencer(ctx context.Context, name string, urls []string, ttl time.Duration, log *slog.Logger) error {
+func runSequencer(ctx context.Context, name string, urls []string, ttl time.Duration, replicas int, log *slog.Logger) error {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: urls, Name: name}, natsstore.Config{Bucket: bucket})
+	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: urls, Name: name}, natsstore.Config{Bucket: bucket, Replicas: replicas})
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func runSequencer(ctx context.Context, name string, urls []string, ttl time.Dura
 		return err
 	}
 	defer nc.Close()
-	kv, err := dataKV(dctx, nc)
+	kv, err := dataKV(dctx, nc, replicas)
 	if err != nil {
 		return err
 	}
@@ -94,15 +95,20 @@ func runSequencer(ctx context.Context, name string, urls []string, ttl time.Dura
 	return sup.Run(ctx)
 }
 
-// dataKV binds to (or creates) the bucket of the counter and the request
-// IDs. IDs are forgotten after an hour.
-func dataKV(ctx context.Context, nc *nats.Conn) (jetstream.KeyValue, error) {
+// dataKV binds to (or creates, with replicas replicas) the bucket of the
+// counter and the request IDs. IDs are forgotten after an hour. A bucket
+// that exists is used as it is, as natsstore does with the lease bucket:
+// its replicas are not changed.
+func dataKV(ctx context.Context, nc *nats.Conn, replicas int) (jetstream.KeyValue, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: dataBucket, TTL: time.Hour,
-		Storage: jetstream.FileStorage})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: dataBucket, TTL: time.Hour,
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1)})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, dataBucket)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", dataBucket, err)
 	}

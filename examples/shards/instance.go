@@ -60,7 +60,7 @@ type instanceConfig struct {
 	name, hub, bucket string
 	urls              []string
 	ttl               time.Duration
-	shards            int
+	shards, replicas  int
 }
 
 func instanceMain(args []string) int {
@@ -73,6 +73,7 @@ func instanceMain(args []string) int {
 	fs.StringVar(&urls, "nats-url", "", "")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "")
 	fs.IntVar(&cfg.shards, "shards", defaultShards, "")
+	fs.IntVar(&cfg.replicas, "replicas", 1, "")
 	color := fs.Bool("color", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -99,7 +100,7 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 	defer nc.Close()
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := natsstore.NewConn(octx, nc, natsstore.Config{Bucket: cfg.bucket, Logger: log})
+	store, err := natsstore.NewConn(octx, nc, natsstore.Config{Bucket: cfg.bucket, Replicas: cfg.replicas, Logger: log})
 	if err != nil {
 		return err
 	}

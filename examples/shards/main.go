@@ -9,7 +9,10 @@
 // at once, no fenced write was refused, and each step moved no more shards
 // than the new shares required. It exits by itself.
 //
-//	go run ./examples/shards [-instances 3] [-shards 16] [-ttl 2s] [-nats-url nats://...]
+//	go run ./examples/shards [-instances 3] [-shards 16] [-ttl 2s] [-nats-url nats://...] [-replicas 3]
+//
+// With -nats-url pointing at a JetStream cluster, -replicas 3 (or 5) gives
+// the lease bucket, when the instances create it, that many replicas.
 //
 // The instances are this binary, re-executed with a hidden first argument;
 // the orchestrator keeps a fence per shard, on 127.0.0.1.
@@ -23,7 +26,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -66,6 +68,7 @@ Flags:
 	fs.IntVar(&o.shards, "shards", o.shards, "number of shards (1-256)")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "the leases' `TTL`, whole seconds: how long a killed instance's shards wait")
 	fs.StringVar(&urls, "nats-url", os.Getenv("NATS_URL"), "NATS server `URLs`, comma-separated; empty starts an embedded server")
+	fs.IntVar(&o.replicas, "replicas", 1, demo.ReplicasUsage)
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -73,11 +76,7 @@ Flags:
 		}
 		return 2
 	}
-	for _, u := range strings.Split(urls, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			o.urls = append(o.urls, u)
-		}
-	}
+	o.urls = demo.SplitURLs(urls)
 	switch {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "shards: unexpected arguments %q\n", fs.Args())
@@ -90,6 +89,10 @@ Flags:
 		return 2
 	case o.ttl < time.Second || o.ttl%time.Second != 0:
 		fmt.Fprintf(stderr, "shards: -ttl must be a whole number of seconds, at least 1s, got %v\n", o.ttl)
+		return 2
+	}
+	if err := demo.CheckReplicas(o.replicas, o.urls); err != nil {
+		fmt.Fprintln(stderr, "shards:", err)
 		return 2
 	}
 	if f, ok := stdout.(*os.File); ok && demo.IsTerminal(f) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/natsstore/embedded"
 	"github.com/asterforge/aster/shard"
 )
@@ -33,6 +34,7 @@ type options struct {
 	ttl       time.Duration
 	urls      []string // empty: an embedded server
 	bucket    string
+	replicas  int // of the bucket, when created; 0 means 1
 	out       io.Writer
 	color     bool
 	exe       string // "" means this binary
@@ -200,6 +202,17 @@ func run(ctx context.Context, o options) (*summary, error) {
 		urls = []string{ns.ClientURL()}
 		log.Info("embedded NATS server started", "url", ns.ClientURL())
 	}
+	// The orchestrator creates the bucket, with o.replicas replicas, before
+	// any instance starts, as an administrator would: instances that race to
+	// create a replicated bucket can find it not yet readable.
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: urls, Name: "aster-shards-orchestrator"},
+		natsstore.Config{Bucket: o.bucket, Replicas: o.replicas, Logger: log})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	store.Close()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -263,6 +276,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 		c, err := demo.StartChild(name, exe, []string{instanceArg,
 			"-name", name, "-hub", "http://" + ln.Addr().String(), "-bucket", o.bucket,
 			"-nats-url", strings.Join(urls, ","), "-ttl", o.ttl.String(), "-shards", strconv.Itoa(o.shards),
+			"-replicas", strconv.Itoa(max(o.replicas, 1)),
 			"-color=" + strconv.FormatBool(o.color),
 		}, nil, demo.NewPrefixWriter(demo.NewConsole(o.out, false, nil), prefix))
 		if err != nil {

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +20,22 @@ func SplitURLs(s string) []string {
 		}
 	}
 	return urls
+}
+
+// ReplicasUsage is the help text of every example's -replicas flag.
+const ReplicasUsage = "`replicas` of the buckets when they are created: 1 to 5, above 1 only with -nats-url (3 or 5 in a JetStream cluster)"
+
+// CheckReplicas checks a -replicas value against the -nats-url values urls:
+// between 1 and 5, and above 1 only with an existing deployment (the
+// embedded server is a single node, which cannot hold more than one replica).
+func CheckReplicas(replicas int, urls []string) error {
+	switch {
+	case replicas < 1 || replicas > 5:
+		return fmt.Errorf("-replicas must be between 1 and 5, got %d", replicas)
+	case replicas > 1 && len(urls) == 0:
+		return errors.New("-replicas needs -nats-url pointing at a JetStream cluster (the embedded server is one node)")
+	}
+	return nil
 }
 
 // Executable returns exe, or this program when exe is empty: the binary an
