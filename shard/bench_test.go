@@ -32,7 +32,11 @@ func BenchmarkPlace1024(b *testing.B) {
 // reports the CPU the fleet uses while steady (cpu-%, of one core, for all
 // 8 members), how long the first balance took, and, per iteration, how long
 // the fleet takes to balance after a ninth member joins and after it
-// drains. The workloads write once through their fence and wait.
+// drains. After the iterations, once per run, a ninth member joins and
+// crashes (cut from the store: it renews and releases nothing), and it
+// reports how long the fleet takes to balance after the crash
+// (crash-balance-ms: its shards wait out their TTL). The workloads write
+// once through their fence and wait. make bench runs it (docs/benchmarks.md).
 //
 //	go test -run '^$' -bench Fleet1024 -benchtime 3x ./shard/
 func BenchmarkFleet1024(b *testing.B) {
@@ -61,10 +65,16 @@ func BenchmarkFleet1024(b *testing.B) {
 		drain += r.awaitBalance(start, time.Minute)
 	}
 	b.StopTimer()
+	r.start("node-crash")
+	r.awaitBalance(time.Now(), time.Minute)
+	start := time.Now()
+	r.crash("node-crash")
+	crash := r.awaitBalance(start, time.Minute)
 	b.ReportMetric(steady, "cpu-%")
 	b.ReportMetric(first.Seconds()*1000, "first-balance-ms")
 	b.ReportMetric(join.Seconds()*1000/float64(b.N), "join-balance-ms")
 	b.ReportMetric(drain.Seconds()*1000/float64(b.N), "drain-balance-ms")
+	b.ReportMetric(crash.Seconds()*1000, "crash-balance-ms")
 	r.check.safe(b)
 }
 

@@ -106,10 +106,14 @@ func (m *member) stop() error {
 	return m.err
 }
 
-// leave drains a member, then stops it.
+// leave drains a member, then stops it. A Drain that does not return
+// within a minute fails the test (in a synctest bubble, a minute of virtual
+// time once everything else is blocked).
 func (r *rig) leave(name string) {
 	m := r.hosts[name]
-	require.NoError(r.t, m.host.Drain(context.Background()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(r.t, m.host.Drain(ctx), "drain %s", name)
 	require.NoError(r.t, m.stop())
 	delete(r.hosts, name)
 }

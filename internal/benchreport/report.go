@@ -100,9 +100,13 @@ func Build(in Input) Output {
 	r := &report{in: in, figs: map[string][]byte{}}
 	r.storeOps()
 	r.failover()
+	r.durability()
+	r.observed()
 	r.supervision()
 	r.leases()
 	r.locks()
+	r.singleton()
+	r.sharding()
 	r.peer()
 	r.actorsSection()
 
