@@ -74,6 +74,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 	rec.Acquired = time.Now().UnixMilli()
 	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
+	var readAt time.Time             // when last was asked for
 	refused := false                 // the last write was refused: the key was not at expect
 	moved := false                   // a refused write was followed by a change of the key
 	for attempt := range maxAttempts {
@@ -90,6 +91,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
+				readAt = time.Now()
 				m, rerr := s.read(ctx, deadline, c.LeaseID)
 				if rerr != nil {
 					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
@@ -107,6 +109,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			}
 		}
 		if last == nil {
+			readAt = time.Now()
 			m, err := s.read(ctx, deadline, c.LeaseID)
 			if err != nil {
 				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
@@ -114,6 +117,12 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			last = orNotFound(m)
 		}
 		v, err := s.judge(ctx, deadline, c, last)
+		if err == nil && !v.free {
+			// Held by another: an answer given without a write to prove it.
+			if err := s.current(ctx, deadline, "acquire "+c.LeaseID, readAt); err != nil {
+				return lease.Acquisition{}, err
+			}
+		}
 		if err != nil || !v.free {
 			return lease.Acquisition{Holder: v.holder}, err
 		}
@@ -230,11 +239,15 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w: revision %d is %s",
 			l.ID, l.OwnerID, l.Term, l.Token, lease.ErrLost, l.Revision, why)
 	}
+	sent := time.Now()
 	m, err := s.read(ctx, deadline, l.ID)
 	if err != nil {
 		return 0, 0, s.failOp(ctx, deadline, op+" "+l.ID, err)
 	}
 	if !ours(m, l) {
+		if err := s.current(ctx, deadline, op+" "+l.ID, sent); err != nil {
+			return 0, 0, err
+		}
 		return 0, 0, s.lost(ctx, deadline, l, m)
 	}
 	if r, ok := heldRecord(m); ok {
