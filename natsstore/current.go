@@ -47,23 +47,41 @@ type streamView struct {
 	TS      time.Time              `json:"ts"`
 }
 
+// readMark is when a read was sent, and on which connection to a server
+// (the connection's count of reconnects): a confirmation must come through
+// the server that answered the read.
+type readMark struct {
+	sent time.Time
+	conn uint64
+}
+
+// markRead marks a read about to be sent.
+func (s *Store) markRead() readMark {
+	m := readMark{sent: time.Now()}
+	if s.nc != nil {
+		m.conn = s.nc.Stats().Reconnects
+	}
+	return m
+}
+
 // replicated reports whether reads must be confirmed: the bucket has more
 // than one replica and the store has a connection to ask on.
 func (s *Store) replicated() bool { return s.replicas > 1 && s.nc != nil }
 
 // current confirms a read the store is about to act on without a write,
-// sent at sent: for a replicated bucket, it asks the stream leader about
+// marked by r: for a replicated bucket, it asks the stream leader about
 // its replicas until their answers show that the read could not miss a
 // write committed before it (see leadsAt), and returns an error matching
 // lease.ErrUnavailable when they do not within currentWaits. It costs
 // nothing for a bucket of one replica, and one request when the leader is
 // in touch with every replica.
-func (s *Store) current(ctx context.Context, deadline time.Time, what string, sent time.Time) error {
+func (s *Store) current(ctx context.Context, deadline time.Time, what string, r readMark) error {
 	if !s.replicated() {
 		return nil
 	}
+	sent := r.sent
 	wait := firstCurrentWait
-	var why string
+	var why, leader string
 	for waited := time.Duration(0); ; {
 		asked := time.Now()
 		v, err := s.streamView(ctx, deadline)
@@ -72,6 +90,15 @@ func (s *Store) current(ctx context.Context, deadline time.Time, what string, se
 				return s.unconfirmed(ctx, what, sent, fmt.Sprintf("no answer to the stream information request: %v", err))
 			}
 			return s.fail(ctx, what+" (asking the stream leader whether it is current)", err)
+		}
+		if s.nc.Stats().Reconnects != r.conn {
+			return s.unconfirmed(ctx, what, sent, "the connection moved to another server after the read")
+		}
+		if ci := v.Cluster; ci != nil && ci.Leader != "" {
+			if leader != "" && ci.Leader != leader {
+				return s.unconfirmed(ctx, what, sent, fmt.Sprintf("the stream's leader changed from %s to %s", leader, ci.Leader))
+			}
+			leader = ci.Leader
 		}
 		ok, retry, reason := v.leadsAt(asked.Sub(sent))
 		if ok {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -80,4 +81,56 @@ func TestIsolatedStreamLeaderReadsAreNotTrusted(t *testing.T) {
 	} else {
 		assert.ErrorIs(t, err, lease.ErrUnavailable)
 	}
+}
+
+// A store that saw a revision on the majority side and then reconnects to
+// the stream leader cut off from it reads an older last revision there: the
+// stale leader's, not a server that lost acknowledged writes. The store must
+// not stop (SequenceRegression) for it; it reports the bucket unavailable
+// until the leader steps down, and goes on working once the cluster heals.
+func TestIsolatedStreamLeaderIsNoSequenceRegression(t *testing.T) {
+	t.Parallel()
+	c, p := natstest.StartPartitionedCluster(t, 3)
+	dial(t, c.ClientURL(), natsstore.Config{Replicas: 3}) // creates the bucket
+	leader := c.StreamLeader("$G", bucketStream)
+	require.NotNil(t, leader)
+	var other *natstest.Server
+	for _, s := range c.Servers {
+		if s != leader {
+			other = s
+			break
+		}
+	}
+	holder := dial(t, other.ClientURL(), natsstore.Config{Replicas: 3, IsolationTimeout: -1},
+		natsstore.DialOptions{Name: "holder"})
+	proxy := natstest.StartProxy(t, other.ClientURL())
+	nc, _ := conn(t, proxy.URL(), nats.IgnoreDiscoveredServers())
+	rec := newWatchEvents()
+	standby, err := natsstore.NewConn(ctxT(t), nc, natsstore.Config{Replicas: 3, OnEvent: rec.on})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, standby.Close()) })
+
+	l := mustAcquire(t, holder, lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-a", TTL: time.Minute})
+	p.Isolate(leader)
+	renewAgain(t, holder, l) // on the majority side, at a revision the isolated leader never sees
+	b := lease.Claim{LeaseID: "job", OwnerID: "owner-b", Term: "term-b", TTL: time.Minute}
+	require.Eventually(t, func() bool {
+		a, err := standby.Acquire(ctxT(t), b)
+		return err == nil && !a.Acquired
+	}, 30*time.Second, 20*time.Millisecond, "the standby reads the majority's state")
+
+	proxy.Retarget(leader.ClientURL())
+	proxy.Cut()
+	require.Eventually(t, func() bool { return nc.IsConnected() && nc.ConnectedServerName() == leader.Name() },
+		10*time.Second, 10*time.Millisecond, "the standby reconnects to the isolated leader")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err = standby.Check(ctx)
+	assert.NotErrorIs(t, err, lease.ErrStoreConfig, "a stale leader is no sequence regression")
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err = standby.Acquire(ctx, b)
+	assert.ErrorIs(t, err, lease.ErrUnavailable)
+	assert.NotErrorIs(t, err, lease.ErrStoreConfig, "a stale leader is no sequence regression")
+	assert.NoError(t, standby.Err())
 }
