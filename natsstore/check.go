@@ -95,6 +95,7 @@ func (s *Store) check(ctx context.Context) error {
 		return nil // a store over a fake bucket, in tests
 	}
 	top := s.top.Load() // before the request: the stream had it then
+	mark := s.markRead()
 	f, err := readFacts(ctx, s.js, s.bucket)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -116,6 +117,15 @@ func (s *Store) check(ctx context.Context) error {
 			Fix: "run the nats-server version that wrote the bucket again, then " + fixRestart})
 	}
 	if f.lastSeq < top {
+		// Or a stream leader cut off from its cluster, answering from what
+		// it has until it steps down: not a loss.
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(s.cfg.timeout())
+		}
+		if err := s.current(ctx, deadline, "check bucket "+s.bucket, mark); err != nil {
+			return err
+		}
 		return s.regressed("", top, f.lastSeq)
 	}
 	s.sawRevision(f.lastSeq)

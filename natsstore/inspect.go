@@ -30,13 +30,20 @@ func (s *Store) Read(ctx context.Context, leaseID string) (lease.Observation, er
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	sent := s.markRead()
 	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+leaseID)
 	o := lease.Observation{LeaseID: leaseID, Seen: time.Now()}
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return o, nil
+		m = &jetstream.RawStreamMsg{}
 	case err != nil:
 		return o, s.fail(rctx, "read "+leaseID, err)
+	}
+	if err := s.current(rctx, deadline, "read "+leaseID, sent); err != nil {
+		return lease.Observation{LeaseID: leaseID}, err
+	}
+	if m.Sequence == 0 {
+		return o, nil
 	}
 	o.Revision = m.Sequence
 	if m.Header.Get(hdrOperation) != "" || m.Header.Get(hdrMarkerReason) != "" {

@@ -74,6 +74,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 	rec.Acquired = time.Now().UnixMilli()
 	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
+	var readAt readMark              // when last was asked for
 	refused := false                 // the last write was refused: the key was not at expect
 	moved := false                   // a refused write was followed by a change of the key
 	for attempt := range maxAttempts {
@@ -90,6 +91,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
+				readAt = s.markRead()
 				m, rerr := s.read(ctx, deadline, c.LeaseID)
 				if rerr != nil {
 					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
@@ -107,6 +109,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			}
 		}
 		if last == nil {
+			readAt = s.markRead()
 			m, err := s.read(ctx, deadline, c.LeaseID)
 			if err != nil {
 				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
@@ -114,6 +117,12 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			last = orNotFound(m)
 		}
 		v, err := s.judge(ctx, deadline, c, last)
+		if err == nil && !v.free {
+			// Held by another: an answer given without a write to prove it.
+			if err := s.current(ctx, deadline, "acquire "+c.LeaseID, readAt); err != nil {
+				return lease.Acquisition{}, err
+			}
+		}
 		if err != nil || !v.free {
 			return lease.Acquisition{Holder: v.holder}, err
 		}
@@ -230,11 +239,15 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w: revision %d is %s",
 			l.ID, l.OwnerID, l.Term, l.Token, lease.ErrLost, l.Revision, why)
 	}
+	sent := s.markRead()
 	m, err := s.read(ctx, deadline, l.ID)
 	if err != nil {
 		return 0, 0, s.failOp(ctx, deadline, op+" "+l.ID, err)
 	}
 	if !ours(m, l) {
+		if err := s.current(ctx, deadline, op+" "+l.ID, sent); err != nil {
+			return 0, 0, err
+		}
 		return 0, 0, s.lost(ctx, deadline, l, m)
 	}
 	if r, ok := heldRecord(m); ok {
@@ -488,6 +501,7 @@ func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jets
 	defer g.end()
 	rctx := g.ctx
 	top := s.keyTop(key) // before the request: the server had it then
+	mark := s.markRead()
 	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+key)
 	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
@@ -498,7 +512,12 @@ func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jets
 	if err == nil && m != nil && m.Sequence != 0 {
 		if m.Sequence < top {
 			// History 1 keeps one message per key: an older one can only
-			// come back if the server lost the newer.
+			// come back if the server lost the newer, or from a stream
+			// leader cut off from its cluster, which answers from what it
+			// has until it steps down.
+			if err := s.current(ctx, deadline, "read "+key, mark); err != nil {
+				return nil, err
+			}
 			return nil, s.regressed(key, top, m.Sequence)
 		}
 		s.sawRevision(m.Sequence)

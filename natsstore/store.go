@@ -38,6 +38,8 @@ type Store struct {
 	maxTTL      time.Duration // the bucket's maximum lease TTL: how long a vanished key stays taken
 	maxRecorded bool          // the bucket records maxTTL (stream metadata)
 	claimMax    time.Duration // the longest TTL a claim may have
+	replicas    int           // the bucket's replicas: reads of more than one are confirmed (current.go)
+	infoSubject string        // "$JS.API.STREAM.INFO.KV_<bucket>", with the domain or API prefix
 
 	top    atomic.Uint64               // the highest stream revision seen
 	broken atomic.Pointer[BucketError] // why the store stopped, nil while it works
@@ -172,6 +174,8 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		maxTTL:      st.maxTTL,
 		maxRecorded: st.maxRecorded,
 		claimMax:    st.claimMax,
+		replicas:    st.replicas,
+		infoSubject: prefix + "STREAM.INFO.KV_" + name,
 		checks:      checker{slot: make(chan struct{}, 1)},
 		pokes:       make(chan struct{}, 1),
 	}

@@ -18,10 +18,10 @@ import (
 //	nc, err := nats.Connect(p.URL(), nats.IgnoreDiscoveredServers())
 //	p.Cut() // nc reconnects
 type Proxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 
 	mu     sync.Mutex
+	target string        // host:port
 	thaw   chan struct{} // closed when the proxy thaws; nil while not frozen
 	conns  map[net.Conn]struct{}
 	closed bool
@@ -59,6 +59,14 @@ func (p *Proxy) Freeze(on bool) {
 	}
 }
 
+// Retarget makes the proxy forward new connections to target (a nats://
+// URL or host:port); those it holds keep their server until Cut.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = strings.TrimPrefix(target, "nats://")
+}
+
 // Cut closes every connection through the proxy; new ones are accepted.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
@@ -94,7 +102,10 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		out, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		out, err := net.Dial("tcp", target)
 		if err != nil {
 			_ = in.Close()
 			continue

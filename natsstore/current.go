@@ -1,0 +1,203 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// Reads of a replicated bucket go to the stream leader (STREAM.MSG.GET),
+// which answers from what it has without asking its replicas. A leader cut
+// off from the rest of its cluster goes on answering so, from a state that
+// no longer moves, until it notices that it lost its quorum (nats-server
+// checks every 10 s for 10 s of silence): meanwhile the majority elects a
+// new leader and commits writes the old one never sees. A write needs a
+// quorum, so a stale leader never lets one through; but a read that the
+// store acts on without writing ("held by another", "lost") would be stale.
+// Such a read is therefore confirmed by the leader's own account of its
+// replicas (STREAM.INFO, the request isolation.go's probe makes), which
+// shows that no other leader can have been elected before the read.
+const (
+	// electionSilence is how long a raft follower of nats-server goes
+	// without hearing from its leader before it may stand for election:
+	// its minimum election timeout is 4 s. A leader that heard from every
+	// replica within that (less a margin for slow processing) cannot have
+	// been replaced yet: no replica has begun an election.
+	electionSilence = 3 * time.Second
+	// currentWaits is how long the store waits, in all, for a leader
+	// that has lost touch with a replica to hear from a majority after a
+	// read: an idle leader hears from its replicas once a second.
+	currentWaits = 1500 * time.Millisecond
+	// firstCurrentWait is the first of those waits; each next one doubles.
+	firstCurrentWait = 100 * time.Millisecond
+)
+
+// streamView is the part of a STREAM.INFO answer that tells whether its
+// leader is current.
+type streamView struct {
+	Error   *jetstream.APIError    `json:"error,omitempty"`
+	Cluster *jetstream.ClusterInfo `json:"cluster,omitempty"`
+	TS      time.Time              `json:"ts"`
+}
+
+// readMark is when a read was sent, and on which connection to a server
+// (the connection's count of reconnects): a confirmation must come through
+// the server that answered the read.
+type readMark struct {
+	sent time.Time
+	conn uint64
+}
+
+// markRead marks a read about to be sent.
+func (s *Store) markRead() readMark {
+	m := readMark{sent: time.Now()}
+	if s.nc != nil {
+		m.conn = s.nc.Stats().Reconnects
+	}
+	return m
+}
+
+// replicated reports whether reads must be confirmed: the bucket has more
+// than one replica and the store has a connection to ask on.
+func (s *Store) replicated() bool { return s.replicas > 1 && s.nc != nil }
+
+// current confirms a read the store is about to act on without a write,
+// marked by r: for a replicated bucket, it asks the stream leader about
+// its replicas until their answers show that the read could not miss a
+// write committed before it (see leadsAt), and returns an error matching
+// lease.ErrUnavailable when they do not within currentWaits. It costs
+// nothing for a bucket of one replica, and one request when the leader is
+// in touch with every replica.
+func (s *Store) current(ctx context.Context, deadline time.Time, what string, r readMark) error {
+	if !s.replicated() {
+		return nil
+	}
+	sent := r.sent
+	wait := firstCurrentWait
+	var why, leader string
+	for waited := time.Duration(0); ; {
+		asked := time.Now()
+		v, err := s.streamView(ctx, deadline)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return s.unconfirmed(ctx, what, sent, fmt.Sprintf("no answer to the stream information request: %v", err))
+			}
+			return s.fail(ctx, what+" (asking the stream leader whether it is current)", err)
+		}
+		if s.nc.Stats().Reconnects != r.conn {
+			return s.unconfirmed(ctx, what, sent, "the connection moved to another server after the read")
+		}
+		if ci := v.Cluster; ci != nil && ci.Leader != "" {
+			if leader != "" && ci.Leader != leader {
+				return s.unconfirmed(ctx, what, sent, fmt.Sprintf("the stream's leader changed from %s to %s", leader, ci.Leader))
+			}
+			leader = ci.Leader
+		}
+		ok, retry, reason := v.leadsAt(asked.Sub(sent))
+		if ok {
+			return nil
+		}
+		why = reason
+		if !retry || waited+wait > currentWaits || time.Until(deadline) < wait {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s.unconfirmed(ctx, what, sent, why)
+		case <-t.C:
+		}
+		waited += wait
+		wait *= 2
+	}
+	return s.unconfirmed(ctx, what, sent, why)
+}
+
+// unconfirmed reports a read that could not be confirmed as a failure of
+// JetStream: the isolation check (isolation.go) counts it, so that a store
+// whose server is cut off from its cluster moves to another.
+func (s *Store) unconfirmed(ctx context.Context, what string, sent time.Time, why string) error {
+	if iso := &s.health.isolation; !iso.start.IsZero() {
+		iso.fail(sent)
+	}
+	err := fmt.Errorf("natsstore: %s: %w: a read of the bucket's stream cannot be trusted: %s",
+		what, lease.ErrUnavailable, why)
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w (%w)", err, cerr)
+	}
+	return err
+}
+
+// streamView asks for the bucket's stream information. An answer that is
+// not a clustered stream's (the bucket is gone, JetStream is not
+// clustered) has a nil Cluster and no Error: reads are then not the
+// leader's to confirm.
+func (s *Store) streamView(ctx context.Context, deadline time.Time) (streamView, error) {
+	g := s.guard(ctx, deadline, 2)
+	defer g.end()
+	resp, err := s.nc.RequestWithContext(g.ctx, s.infoSubject, nil)
+	if err != nil {
+		return streamView{}, err
+	}
+	var v streamView
+	if err := json.Unmarshal(resp.Data, &v); err != nil {
+		return streamView{}, nil
+	}
+	if v.Error != nil && v.Error.Code != http.StatusServiceUnavailable {
+		return streamView{}, nil
+	}
+	return v, nil
+}
+
+// leadsAt reports whether v shows that no leader but v's could have
+// committed a write before a read sent e before v's request: ok. retry
+// means that v's leader may show it after it next hears from its replicas;
+// why says what is missing.
+//
+// A replica that answered the leader after the read was sent (Active at
+// most e) was still in the leader's term then, so a majority of such
+// replicas (the leader counts) proves that no newer term had a quorum
+// before the read. A leader that heard from every replica within
+// electionSilence proves it too: no replica can have stood for election
+// yet. (Clocks: Active is measured on the server's clock and e on the
+// store's; their rates differ by far less than the margins.)
+func (v streamView) leadsAt(e time.Duration) (ok, retry bool, why string) {
+	ci := v.Cluster
+	switch {
+	case v.Error != nil:
+		return false, true, v.Error.Error()
+	case ci == nil:
+		return true, false, ""
+	case ci.Leader == "":
+		return false, true, "the bucket's stream has no leader that this server can reach"
+	case ci.LeaderSince != nil && !v.TS.IsZero() && v.TS.Sub(*ci.LeaderSince) < e:
+		return false, false, fmt.Sprintf("the bucket's stream leader %s was elected after the read", ci.Leader)
+	}
+	after, all := 1, true
+	var silent time.Duration
+	for _, p := range ci.Replicas {
+		seen := p != nil && !p.Offline && (p.Active > 0 || p.Current)
+		if seen && p.Active <= e {
+			after++
+		}
+		if !seen || p.Active >= electionSilence {
+			all = false
+			if p != nil {
+				silent = max(silent, p.Active)
+			}
+		}
+	}
+	if quorum := (len(ci.Replicas)+1)/2 + 1; after >= quorum || all {
+		return true, false, ""
+	}
+	return false, true, fmt.Sprintf("the bucket's stream leader %s has not heard from a replica for %v, "+
+		"nor from a majority of them since the read", ci.Leader, silent.Round(time.Millisecond))
+}
