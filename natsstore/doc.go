@@ -130,6 +130,18 @@
 // free each key it had reported held that is gone. It is what package shard
 // needs of a store (shard.Directory); this package does not import shard.
 //
+// # Replicated buckets
+//
+// A stream leader cut off from its cluster answers reads from its stale
+// state until it notices, seconds later, that it lost its quorum. With more
+// than one replica, a read the store acts on without a write (Acquire
+// finding the lease held by another, Renew or Release finding it lost,
+// Read, a revision below one already seen) is confirmed by the leader's
+// account of its replicas (one stream-information request); one that
+// cannot be confirmed is lease.ErrUnavailable. A write that goes unanswered
+// or finds no responder (a stream electing a new leader drops it) is sent
+// again within the call, so a renewal lands once the new leader is there.
+//
 // # Isolated servers
 //
 // When the store's requests have been failing for longer than

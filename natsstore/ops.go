@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -431,6 +432,8 @@ func outcome(ctx context.Context, err error) result {
 	switch {
 	case err == nil:
 		return written
+	case errors.Is(err, errResent) && ctx.Err() == nil:
+		return unknown
 	case isConflict(err):
 		return conflict
 	case isBucketError(err):
@@ -472,7 +475,7 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 	defer g.end()
 	actx := g.ctx
 	before := s.top.Load()
-	ack, err := s.kv.PublishMsg(actx, m, opts...)
+	ack, err := s.sendWrite(actx, m, opts)
 	if err == nil && ack == nil {
 		err = jetstream.ErrInvalidJSAck
 	}
@@ -486,6 +489,69 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 	}
 	return ack, err
 }
+
+// sendWrite publishes m within actx. For a replicated bucket, it sends m again
+// when the stream does not answer within resendAfter or has no responder
+// (resendPause later): a write that reaches a stream without a leader (an
+// election takes 4 to 9 s after the old leader is lost) is dropped, not
+// queued for the next leader, so only a new copy lands once the stream has
+// a leader again. The copies are one message, with one nonce and one
+// expected revision: at most one of them lands. A conflict after a copy went
+// unanswered may mean that the first one landed: it is reported as
+// errResent, which the caller resolves by reading the key back.
+func (s *Store) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if !s.replicated() {
+		return s.kv.PublishMsg(actx, m, opts...)
+	}
+	resent := false // a copy went unanswered: it may land yet
+	for {
+		sctx, cancel := context.WithTimeout(actx, resendAfter)
+		ack, err := s.kv.PublishMsg(sctx, m, opts...)
+		unanswered := err != nil && sctx.Err() != nil && actx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+			return ack, nil
+		case resent && isConflict(err):
+			return nil, fmt.Errorf("%w: %w", errResent, err)
+		case unanswered:
+			resent = true
+			continue
+		case !noLeader(err):
+			return ack, err
+		}
+		t := time.NewTimer(resendPause)
+		select {
+		case <-actx.Done():
+			t.Stop()
+			return ack, err
+		case <-t.C:
+		}
+	}
+}
+
+// noLeader reports whether err means that the bucket's stream has no
+// leader to take a write now: no responder, or JetStream unavailable.
+func noLeader(err error) bool {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable
+}
+
+const (
+	// resendAfter is how long sendWrite waits for the answer to a write to a
+	// replicated bucket before it sends the write again.
+	resendAfter = 500 * time.Millisecond
+	// resendPause is how long sendWrite waits before it sends a write again
+	// that found no responder.
+	resendPause = 50 * time.Millisecond
+)
+
+// errResent marks a conflict met by a write sent again after a copy went
+// unanswered: the copy may have landed, so the outcome is unknown.
+var errResent = errors.New("natsstore: a write sent again after a copy went unanswered was refused")
 
 // linkLost reports whether a request with context rctx was cut short by the
 // loss of the connection.

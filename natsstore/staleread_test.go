@@ -134,3 +134,35 @@ func TestIsolatedStreamLeaderIsNoSequenceRegression(t *testing.T) {
 	assert.NotErrorIs(t, err, lease.ErrStoreConfig, "a stale leader is no sequence regression")
 	assert.NoError(t, standby.Err())
 }
+
+// While the majority elects a new stream leader (4 to 9 s after it last
+// heard from the old one), the stream has no leader and every write finds
+// no responder. One Renew call whose deadline outlasts the election lands
+// its renewal once the new leader is there: the call keeps writing, instead
+// of failing at the first refusal and leaving the next attempt to its
+// caller's cadence.
+func TestRenewOutlastsAStreamLeaderElection(t *testing.T) {
+	t.Parallel()
+	c, p := natstest.StartPartitionedCluster(t, 3)
+	dial(t, c.ClientURL(), natsstore.Config{Replicas: 3}) // creates the bucket
+	leader := c.StreamLeader("$G", bucketStream)
+	require.NotNil(t, leader)
+	var other *natstest.Server
+	for _, s := range c.Servers {
+		if s != leader {
+			other = s
+			break
+		}
+	}
+	holder := dial(t, other.ClientURL(), natsstore.Config{Replicas: 3, IsolationTimeout: -1},
+		natsstore.DialOptions{Name: "holder"})
+	l := mustAcquire(t, holder, lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-a", TTL: time.Minute})
+
+	p.Isolate(leader)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	renewed, err := holder.Renew(ctx, l)
+	require.NoError(t, err, "one call rides out the election")
+	assert.Equal(t, l.Token, renewed.Token)
+	assert.Greater(t, renewed.Revision, l.Revision)
+}
