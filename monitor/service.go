@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -44,6 +45,10 @@ const (
 // MetadataInstance is the service metadata key that names the instance.
 const MetadataInstance = "instance"
 
+// flushWait bounds how long Service waits for the server to confirm the
+// service's subscriptions.
+const flushWait = 5 * time.Second
+
 // semver is the grammar the micro package accepts for versions.
 var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$`)
 
@@ -53,6 +58,9 @@ var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0
 // instance's Report. Every process registers its own instance; the
 // endpoints' subjects carry the instance's ID, so that one request reaches
 // one process (the micro package's PING, INFO and STATS reach all).
+//
+// When Service returns on a connected nc, the server has the service's
+// subscriptions: a discovery sent afterwards finds this instance.
 //
 // Stop the returned service when done; it also stops when nc closes. The
 // user of nc needs to subscribe to $SRV.> and <name>.>, and to publish to
@@ -103,6 +111,11 @@ func (r *Registry) Service(nc *nats.Conn, cfg ServiceConfig) (micro.Service, err
 			return nil, fmt.Errorf("monitor: service %q: endpoint %s: %w", name, ep.name, err)
 		}
 	}
+	// The subscriptions reach the server with the connection's next flush;
+	// wait for it, so that a discovery sent once Service has returned finds
+	// this instance. Best effort: while disconnected, the client subscribes
+	// again when it reconnects.
+	_ = nc.FlushTimeout(flushWait)
 	return svc, nil
 }
 
