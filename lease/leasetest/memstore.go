@@ -145,13 +145,16 @@ func (s *MemStore) Watch(ctx context.Context, leaseID string) (<-chan lease.Even
 	if s.closed {
 		return nil, lease.ErrClosed
 	}
+	// The current state first, as natsstore reports it. It is read before
+	// the watch is registered: reading may expire the lease, which notifies
+	// the registered watches, and this one's buffer holds one event.
+	e := s.live(leaseID)
 	w := &memWatch{ch: make(chan lease.Event, 1)}
 	if s.watchers[leaseID] == nil {
 		s.watchers[leaseID] = make(map[*memWatch]struct{})
 	}
 	s.watchers[leaseID][w] = struct{}{}
-	// The current state first, as natsstore reports it.
-	if e := s.live(leaseID); e != nil && e.holder.OwnerID != "" {
+	if e != nil && e.holder.OwnerID != "" {
 		w.ch <- lease.Event{LeaseID: leaseID, Kind: lease.EventHeld, Holder: e.holder, Revision: e.rev}
 	} else if e == nil {
 		w.ch <- lease.Event{LeaseID: leaseID, Kind: lease.EventFree}

@@ -3,6 +3,7 @@ package leasetest_test
 import (
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -53,6 +54,39 @@ func TestMemStoreInjectedClock(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, b.Acquired, "a 1-minute lease expires after 60 s")
 	assert.Greater(t, b.Lease.Token, a.Lease.Token)
+}
+
+// A watch opened on a lease that has expired before its expiry timer ran
+// (the store's clock is past it; under load the timer's goroutine runs
+// late): opening it expires the lease, and the watch reports it free, once.
+// (Watch once expired the lease after registering the watch, so that the
+// expiry filled the watch's buffer and the first event blocked Watch with
+// the store's lock held: every later call hung. In the bubble, that is a
+// deadlock synctest reports.)
+func TestMemStoreWatchOpenedOnAnExpiredLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var skew atomic.Int64 // how far the store's clock runs ahead of the timers'
+		s := leasetest.NewMemStore(leasetest.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+		defer s.Close()
+		a, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "expired", OwnerID: "a", Term: "term-a", TTL: time.Minute})
+		require.NoError(t, err)
+		require.True(t, a.Acquired)
+		skew.Store(int64(2 * time.Minute))
+
+		ch, err := s.Watch(t.Context(), "expired")
+		require.NoError(t, err)
+		first := <-ch
+		assert.Equal(t, lease.EventFree, first.Kind)
+		synctest.Wait()
+		select {
+		case ev := <-ch:
+			t.Errorf("a second event with nothing changed: %+v", ev)
+		default:
+		}
+		b, err := s.Acquire(t.Context(), lease.Claim{LeaseID: "expired", OwnerID: "b", Term: "term-b", TTL: time.Second})
+		require.NoError(t, err)
+		assert.True(t, b.Acquired, "the store still answers")
+	})
 }
 
 func TestMemStoreClosed(t *testing.T) {
