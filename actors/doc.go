@@ -90,8 +90,9 @@
 // GaveUp) through a hook, whether or not a logger is set; its log records
 // carry lease_id, owner_id and, while leading, token. The LeaseSupervisor
 // counts acquisitions, renewals, renewal failures, losses and handovers,
-// keeps a leader gauge and a histogram of the validity left at each
-// renewal, through the OpenTelemetry metric API, on
+// keeps a leader gauge, a histogram of the validity left at each renewal
+// and one of the round trip of each acquisition attempt, through the
+// OpenTelemetry metric API, on
 // SupervisorConfig.MeterProvider or a no-op provider; the instruments are
 // named aster.lease.* (docs/operations.md lists them).
 package actors

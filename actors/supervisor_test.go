@@ -23,7 +23,7 @@ import (
 
 // The three tests a lease supervisor was first specified by.
 
-func TestSeedSupervisorStartsWorkloadAfterAcquireAndReleasesOnShutdown(t *testing.T) {
+func TestSupervisorStartsWorkloadAfterAcquireAndReleasesOnShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		w := &counter{}
@@ -41,7 +41,7 @@ func TestSeedSupervisorStartsWorkloadAfterAcquireAndReleasesOnShutdown(t *testin
 	})
 }
 
-func TestSeedSupervisorStaysStandbyWhenAnotherOwnerHoldsTheLease(t *testing.T) {
+func TestSupervisorStaysStandbyWhenAnotherOwnerHoldsTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		r.mem.Tamper(testLease, "node-b", time.Minute)
@@ -61,7 +61,7 @@ func TestSeedSupervisorStaysStandbyWhenAnotherOwnerHoldsTheLease(t *testing.T) {
 	})
 }
 
-func TestSeedSupervisorStopsWorkloadWhenRenewalLosesOwnership(t *testing.T) {
+func TestSupervisorStopsWorkloadWhenRenewalLosesOwnership(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSupRig(t)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -97,6 +97,7 @@ func Example_prometheus() {
 		line := lines.Text()
 		if strings.HasPrefix(line, "aster_") && !strings.Contains(line, "_bucket") &&
 			(strings.Contains(line, "leader") || strings.Contains(line, "acquisitions") ||
+				strings.Contains(line, "acquire_latency_seconds_count") ||
 				strings.Contains(line, "lock_held") || strings.Contains(line, "lock_wait_seconds_count") ||
 				strings.Contains(line, `state="running"`)) {
 			fmt.Println(line)
@@ -106,6 +107,7 @@ func Example_prometheus() {
 	<-runDone
 	<-runDone
 	// Output:
+	// aster_lease_acquire_latency_seconds_count{lease_id="billing.outbox",outcome="acquired"} 1
 	// aster_lease_acquisitions_total{lease_id="billing.outbox"} 1
 	// aster_lease_leader{lease_id="billing.outbox"} 1
 	// aster_lock_held 1

@@ -15,7 +15,8 @@ const meterName = "github.com/asterforge/aster/shard"
 
 // Metric names. Every measurement carries the fleet attribute (the
 // Config.Prefix). The lease supervisors of the shards report their own
-// counters (actors.MetricAcquisitions and the others), by lease_id.
+// instruments (aster.lease.acquisitions and the others, see
+// actors.SupervisorConfig.MeterProvider), by lease_id.
 const (
 	// MetricShardsOwned is a gauge: the shards this instance leads.
 	MetricShardsOwned = "aster.shard.owned"

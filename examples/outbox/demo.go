@@ -28,6 +28,7 @@ type options struct {
 	ttl       time.Duration // the lease's TTL, whole seconds
 	bucket    string
 	domain    string // JetStream domain, "" for none
+	apiPrefix string // JetStream API prefix (another account's JetStream), "" for none
 	replicas  int    // replicas of the bucket when the demo creates it
 	leaseID   string
 	dial      natsstore.DialOptions // no URLs: start an embedded server
@@ -86,7 +87,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	dial := d.dial
 	dial.Name = "aster-demo-orchestrator"
-	store, err := natsstore.Dial(dctx, dial, natsstore.Config{Bucket: o.bucket, Domain: o.domain, Replicas: o.replicas})
+	store, err := natsstore.Dial(dctx, dial, natsstore.Config{Bucket: o.bucket, Domain: o.domain, APIPrefix: o.apiPrefix, Replicas: o.replicas})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
@@ -297,23 +298,12 @@ func (d *orchestrator) spawn() (string, error) {
 	d.next++
 	d.mu.Unlock()
 
-	js, err := json.Marshal(childDial(d.dial, "aster-demo-"+name))
+	args, env, err := d.instanceCommand(name)
 	if err != nil {
 		return "", err
 	}
-	args := []string{instanceArg,
-		"-name", name,
-		"-hub", d.hub.URL(),
-		"-bucket", d.o.bucket,
-		"-js-domain", d.o.domain,
-		"-replicas", strconv.Itoa(d.o.replicas),
-		"-lease", d.o.leaseID,
-		"-ttl", d.o.ttl.String(),
-		"-interval", d.o.interval.String(),
-		"-color=" + strconv.FormatBool(d.o.color),
-	}
 	out := demo.NewPrefixWriter(d.con, d.prefix(name))
-	c, err := demo.StartChild(name, d.exe, args, []string{envDial + "=" + string(js)}, out)
+	c, err := demo.StartChild(name, d.exe, args, env, out)
 	if err != nil {
 		return "", err
 	}
@@ -328,9 +318,33 @@ func (d *orchestrator) spawn() (string, error) {
 	return name, nil
 }
 
+// instanceCommand returns the arguments and the environment of instance
+// name: its settings on its command line, the NATS connection's servers and
+// secrets in its environment.
+func (d *orchestrator) instanceCommand(name string) (args, env []string, err error) {
+	js, err := json.Marshal(childDial(d.dial, "aster-demo-"+name))
+	if err != nil {
+		return nil, nil, err
+	}
+	args = []string{instanceArg,
+		"-name", name,
+		"-hub", d.hub.URL(),
+		"-bucket", d.o.bucket,
+		"-js-domain", d.o.domain,
+		"-api-prefix", d.o.apiPrefix,
+		"-inbox-prefix", d.dial.InboxPrefix,
+		"-replicas", strconv.Itoa(d.o.replicas),
+		"-lease", d.o.leaseID,
+		"-ttl", d.o.ttl.String(),
+		"-interval", d.o.interval.String(),
+		"-color=" + strconv.FormatBool(d.o.color),
+	}
+	return args, []string{envDial + "=" + string(js)}, nil
+}
+
 // dialEnv is what an instance is told of the orchestrator's NATS dial
 // options, as JSON in its environment: the servers, the credentials and the
-// TLS files.
+// TLS files. The inbox prefix, no secret, is on its command line.
 type dialEnv struct {
 	URLs                          []string `json:"urls"`
 	Name                          string   `json:"name"`

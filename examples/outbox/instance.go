@@ -47,39 +47,27 @@ type instanceConfig struct {
 	dial     natsstore.DialOptions
 	bucket   string
 	domain   string
+	prefix   string // JetStream API prefix
 	leaseID  string
 	ttl      time.Duration
 	interval time.Duration // between two dispatches
 	replicas int
+	color    bool // coloured logs
 }
 
 // instanceMain runs one service instance until SIGTERM or SIGINT, or until
 // its standard input closes (the orchestrator has gone), and returns the
 // exit code.
 func instanceMain(args []string) int {
-	fs := flag.NewFlagSet("outbox "+instanceArg, flag.ContinueOnError)
-	cfg := instanceConfig{}
-	fs.StringVar(&cfg.name, "name", "i1", "instance name")
-	fs.StringVar(&cfg.hub, "hub", "", "base URL of the orchestrator")
-	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "KV bucket")
-	fs.StringVar(&cfg.domain, "js-domain", "", "JetStream domain")
-	fs.IntVar(&cfg.replicas, "replicas", 1, "replicas of the bucket when it is created")
-	fs.StringVar(&cfg.leaseID, "lease", defaultLeaseID, "lease ID")
-	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease TTL")
-	fs.DurationVar(&cfg.interval, "interval", defaultInterval, "dispatch interval")
-	color := fs.Bool("color", false, "coloured logs")
-	if err := fs.Parse(args); err != nil {
+	cfg, err := parseInstance(args, os.Getenv(envDial))
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if s := os.Getenv(envDial); s != "" {
-		var env dialEnv
-		if err := json.Unmarshal([]byte(s), &env); err != nil {
-			fmt.Fprintf(os.Stderr, "bad %s: %v\n", envDial, err)
-			return 2
-		}
-		cfg.dial = env.options()
-	}
-	log := demo.NewLogger(os.Stderr, !*color)
+	log := demo.NewLogger(os.Stderr, !cfg.color)
 
 	ctx, stop := demo.ChildContext()
 	defer stop()
@@ -90,13 +78,45 @@ func instanceMain(args []string) int {
 	return 0
 }
 
+// parseInstance reads an instance's configuration from its command line
+// and from dial, the value of its environment variable envDial.
+func parseInstance(args []string, dial string) (instanceConfig, error) {
+	fs := flag.NewFlagSet("outbox "+instanceArg, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg := instanceConfig{}
+	fs.StringVar(&cfg.name, "name", "i1", "instance name")
+	fs.StringVar(&cfg.hub, "hub", "", "base URL of the orchestrator")
+	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "KV bucket")
+	fs.StringVar(&cfg.domain, "js-domain", "", "JetStream domain")
+	fs.StringVar(&cfg.prefix, "api-prefix", "", "JetStream API prefix")
+	inbox := fs.String("inbox-prefix", "", "inbox prefix of the NATS connection")
+	fs.IntVar(&cfg.replicas, "replicas", 1, "replicas of the bucket when it is created")
+	fs.StringVar(&cfg.leaseID, "lease", defaultLeaseID, "lease ID")
+	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lease TTL")
+	fs.DurationVar(&cfg.interval, "interval", defaultInterval, "dispatch interval")
+	fs.BoolVar(&cfg.color, "color", false, "coloured logs")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if dial != "" {
+		var env dialEnv
+		if err := json.Unmarshal([]byte(dial), &env); err != nil {
+			return cfg, fmt.Errorf("bad %s: %w", envDial, err)
+		}
+		cfg.dial = env.options()
+	}
+	cfg.dial.InboxPrefix = *inbox
+	return cfg, nil
+}
+
 // runInstance runs the LeaseSupervisor of one instance until ctx is done.
 func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) error {
 	owner := lease.NewOwnerID()
 	hub := &hubClient{base: cfg.hub, inst: cfg.name, owner: owner, http: &http.Client{Timeout: 2 * time.Second}}
 
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := natsstore.Dial(dctx, cfg.dial, natsstore.Config{Bucket: cfg.bucket, Domain: cfg.domain, Replicas: cfg.replicas, Logger: log})
+	store, err := natsstore.Dial(dctx, cfg.dial, natsstore.Config{Bucket: cfg.bucket, Domain: cfg.domain, APIPrefix: cfg.prefix,
+		Replicas: cfg.replicas, Logger: log})
 	cancel()
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -134,6 +135,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&d.KeyFile, "tls-key", "", "client key `file` (with -tls-cert)")
 	fs.StringVar(&o.bucket, "bucket", o.bucket, "JetStream KV `bucket` of the demo's lease; created if missing")
 	fs.StringVar(&o.domain, "js-domain", "", "JetStream `domain` of the bucket, if any")
+	fs.StringVar(&o.apiPrefix, "api-prefix", "", "JetStream API `prefix` under which the user's account imports "+
+		"the JetStream of the account that holds the bucket, if any (not with -js-domain)")
+	fs.StringVar(&d.InboxPrefix, "inbox-prefix", "", "`prefix` of the subjects replies and watch deliveries "+
+		"arrive on (default _INBOX); with -api-prefix, the one the bucket's account exports")
 	fs.IntVar(&o.replicas, "replicas", 1, demo.ReplicasUsage)
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours, and no live status line")
 	if err := fs.Parse(args); err != nil {
@@ -152,8 +157,16 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	case o.ttl < time.Second || o.ttl%time.Second != 0:
 		return o, fmt.Errorf("-ttl must be a whole number of seconds, at least 1s, got %v", o.ttl)
 	case len(d.URLs) == 0 && (d.CredentialsFile != "" || d.NKeySeedFile != "" || d.User != "" || d.Token != "" ||
-		d.CAFile != "" || d.CertFile != "" || o.domain != ""):
-		return o, errors.New("credentials, TLS and domain flags need -nats-url (the embedded server needs none)")
+		d.CAFile != "" || d.CertFile != "" || o.domain != "" || o.apiPrefix != "" || d.InboxPrefix != ""):
+		return o, errors.New("credentials, TLS, domain and prefix flags need -nats-url (the embedded server needs none)")
+	case o.domain != "" && o.apiPrefix != "":
+		return o, errors.New("set -js-domain or -api-prefix, not both")
+	}
+	if err := checkPrefix("-api-prefix", strings.TrimSuffix(o.apiPrefix, ".")); err != nil {
+		return o, err
+	}
+	if err := checkPrefix("-inbox-prefix", d.InboxPrefix); err != nil {
+		return o, err
 	}
 	if err := (lease.Config{LeaseID: o.leaseID, OwnerID: "check", TTL: o.ttl}).Validate(); err != nil {
 		return o, err
@@ -166,4 +179,18 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o.color = tty && !*noColor
 	o.live = o.color
 	return o, nil
+}
+
+// checkPrefix reports a subject prefix p that NATS would not take: one
+// with a wildcard, a space or an empty token. "" is no prefix, and fine.
+func checkPrefix(flag, p string) error {
+	if p == "" {
+		return nil
+	}
+	for tok := range strings.SplitSeq(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+			return fmt.Errorf("%s %q is not a subject prefix: dot-separated tokens, without wildcards or spaces", flag, p)
+		}
+	}
+	return nil
 }

@@ -6,7 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,6 +110,45 @@ func TestDemoExistingDeployment(t *testing.T) {
 	assert.NotContains(t, out.String(), "s3cret", "secrets must never be logged")
 }
 
+// TestDemoAPIPrefix runs it as a user of one account whose bucket is in
+// another account's JetStream, imported under an API prefix, with an inbox
+// prefix of its own on which the watch's deliveries are imported, and the
+// least privilege: as -api-prefix and -inbox-prefix do. The orchestrator
+// and every instance must use both, or they reach no JetStream at all.
+func TestDemoAPIPrefix(t *testing.T) {
+	t.Parallel()
+	const bucket = "aster_demo_xacct"
+	top := natstest.Topology{APIPrefix: "JS.A.API", InboxPrefix: "_INBOX_SVC"}
+	exports, imports := natstest.CrossAccount(bucket, "A", top, false)
+	var pub []string
+	perms, sub := natstest.Permissions(bucket, top)
+	for _, p := range perms {
+		if !p.Create {
+			pub = append(pub, strconv.Quote(p.Subject))
+		}
+	}
+	srv := natstest.Start(t, natstest.WithConfig(t, fmt.Sprintf(`accounts {
+  A: { jetstream: enabled, users: [{user: admin, password: a}], exports: [%s] }
+  B: {
+    users: [{user: svc, password: s, permissions: {publish: {allow: [%s]}, subscribe: {allow: [%q]}}}]
+    imports: [%s]
+  }
+}`, strings.Join(exports, ", "), strings.Join(pub, ", "), sub[0], strings.Join(imports, ", "))))
+
+	// The bucket's account creates it: the service may not.
+	admin, err := natsstore.Dial(t.Context(), natsstore.DialOptions{URLs: []string{srv.ClientURL()}, User: "admin", Password: "a"},
+		natsstore.Config{Bucket: bucket})
+	require.NoError(t, err)
+	require.NoError(t, admin.Close())
+
+	out := &demo.Buffer{}
+	o := testOptions(out)
+	o.bucket = bucket
+	o.apiPrefix = top.APIPrefix
+	o.dial = natsstore.DialOptions{URLs: []string{srv.ClientURL()}, User: "svc", Password: "s", InboxPrefix: top.InboxPrefix}
+	runDemo(t, o, out)
+}
+
 // TestDemoCluster runs it against a 3-node JetStream cluster with a
 // 3-replica bucket, as -nats-url and -replicas 3 do.
 func TestDemoCluster(t *testing.T) {
@@ -192,7 +235,7 @@ func TestHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, orchestratorMain([]string{"--help"}, &stdout, &stderr))
 	help := stderr.String()
-	for _, flag := range []string{"-instances", "-ttl", "-nats-url", "-creds", "-nkey", "-user", "-password", "-token", "-tls-ca", "-bucket", "-js-domain", "-no-color"} {
+	for _, flag := range []string{"-instances", "-ttl", "-nats-url", "-creds", "-nkey", "-user", "-password", "-token", "-tls-ca", "-bucket", "-js-domain", "-api-prefix", "-inbox-prefix", "-no-color"} {
 		assert.Contains(t, help, flag)
 	}
 	assert.NotContains(t, help, instanceArg, "the instance switch is hidden")
@@ -204,8 +247,10 @@ func TestBadFlags(t *testing.T) {
 		{"-instances", "10"},
 		{"-ttl", "1500ms"},
 		{"-ttl", "0s"},
-		{"-user", "u"},     // credentials without -nats-url
-		{"-replicas", "3"}, // replicas need a cluster
+		{"-user", "u"},              // credentials without -nats-url
+		{"-replicas", "3"},          // replicas need a cluster
+		{"-api-prefix", "JS.A.API"}, // prefixes without -nats-url
+		{"-inbox-prefix", "_INBOX_SVC"},
 		{"-replicas", "0", "-nats-url", "nats://127.0.0.1:1"},
 		{"-replicas", "7", "-nats-url", "nats://127.0.0.1:1"},
 		{"extra"},
@@ -228,6 +273,79 @@ func TestShortToken(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, shortToken(c.in), "shortToken(%d)", c.in)
 	}
+}
+
+// TestPrefixFlags: -api-prefix and -inbox-prefix reach the orchestrator's
+// store configuration and, through their command line, every instance's.
+func TestPrefixFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	o, err := parseFlags([]string{"-nats-url", "nats://127.0.0.1:1", "-user", "svc", "-password", "s3cret",
+		"-api-prefix", "JS.A.API", "-inbox-prefix", "_INBOX_SVC"}, &stdout, &stderr)
+	require.NoError(t, err)
+	assert.Equal(t, "JS.A.API", o.apiPrefix)
+	assert.Equal(t, "_INBOX_SVC", o.dial.InboxPrefix)
+
+	h, err := startHub(newRecorder(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer h.close(time.Second)
+	d := &orchestrator{o: o, dial: o.dial, hub: h}
+	args, env, err := d.instanceCommand("i1")
+	require.NoError(t, err)
+	require.Equal(t, instanceArg, args[0])
+	assert.Subset(t, args, []string{"-api-prefix", "JS.A.API", "-inbox-prefix", "_INBOX_SVC"})
+	assert.NotContains(t, strings.Join(args, " "), "s3cret", "secrets stay off the command line")
+	require.Len(t, env, 1)
+	name, value, ok := strings.Cut(env[0], "=")
+	require.True(t, ok)
+	require.Equal(t, envDial, name)
+
+	cfg, err := parseInstance(args[1:], value)
+	require.NoError(t, err)
+	assert.Equal(t, "JS.A.API", cfg.prefix)
+	assert.Empty(t, cfg.domain)
+	assert.Equal(t, "_INBOX_SVC", cfg.dial.InboxPrefix)
+	assert.Equal(t, "svc", cfg.dial.User)
+	assert.Equal(t, []string{"nats://127.0.0.1:1"}, cfg.dial.URLs)
+
+	// Without the flags, neither is set.
+	o, err = parseFlags([]string{"-nats-url", "nats://127.0.0.1:1", "-js-domain", "hub"}, &stdout, &stderr)
+	require.NoError(t, err)
+	args, env, err = (&orchestrator{o: o, dial: o.dial, hub: h}).instanceCommand("i2")
+	require.NoError(t, err)
+	_, value, _ = strings.Cut(env[0], "=")
+	cfg, err = parseInstance(args[1:], value)
+	require.NoError(t, err)
+	assert.Equal(t, "hub", cfg.domain)
+	assert.Empty(t, cfg.prefix)
+	assert.Empty(t, cfg.dial.InboxPrefix)
+}
+
+// TestBadPrefixes: a prefix NATS would not take, or an API prefix with a
+// domain, is refused with its reason before anything starts.
+func TestBadPrefixes(t *testing.T) {
+	url := []string{"-nats-url", "nats://127.0.0.1:1"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-api-prefix", "JS.A.API"}, "prefix flags need -nats-url"},
+		{[]string{"-inbox-prefix", "_INBOX_SVC"}, "prefix flags need -nats-url"},
+		{append([]string{"-js-domain", "hub", "-api-prefix", "JS.A.API"}, url...), "set -js-domain or -api-prefix, not both"},
+		{append([]string{"-api-prefix", "JS.*.API"}, url...), `-api-prefix "JS.*.API" is not a subject prefix`},
+		{append([]string{"-api-prefix", ".JS.API"}, url...), `-api-prefix ".JS.API" is not a subject prefix`},
+		{append([]string{"-inbox-prefix", "_INBOX.>"}, url...), `-inbox-prefix "_INBOX.>" is not a subject prefix`},
+		{append([]string{"-inbox-prefix", "_IN BOX"}, url...), `-inbox-prefix "_IN BOX" is not a subject prefix`},
+		{append([]string{"-inbox-prefix", "_INBOX."}, url...), `-inbox-prefix "_INBOX." is not a subject prefix`},
+		{append([]string{"-inbox-prefix", "a..b"}, url...), `-inbox-prefix "a..b" is not a subject prefix`},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, orchestratorMain(c.args, &stdout, &stderr), "%v", c.args)
+		assert.Contains(t, stderr.String(), c.want, "%v", c.args)
+		assert.Empty(t, stdout.String(), "%v: nothing started", c.args)
+	}
+	// An API prefix may end with a dot, as jetstream.NewWithAPIPrefix takes it.
+	_, err := parseFlags(append([]string{"-api-prefix", "JS.A.API."}, url...), io.Discard, io.Discard)
+	assert.NoError(t, err)
 }
 
 // TestBadReplicas: a -replicas value out of range, or above 1 without an
