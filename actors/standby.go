@@ -138,11 +138,11 @@ func (s *supervisor) sawHolder(h lease.Holder) {
 		// off has done its work, and this instance competes again.
 		s.holdOff, s.yielded = time.Time{}, ""
 	}
-	if h.Term == s.holder.Term && h.OwnerID == s.holder.OwnerID {
+	if s.holderSeen && h.Term == s.holder.Term && h.OwnerID == s.holder.OwnerID {
 		s.holder = h
 		return
 	}
-	s.holder = h
+	s.holder, s.holderSeen = h, true
 	switch {
 	case h.OwnerID == "":
 		s.s.logAttrs(slog.LevelInfo, "lease not free yet: its key vanished without a release, "+

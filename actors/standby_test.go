@@ -258,3 +258,26 @@ func TestStandbyLogsAVanishedKeyAsNotFreeYet(t *testing.T) {
 		assert.Len(t, logs.find(logHeldByOther), 1)
 	})
 }
+
+// A standby whose first look finds the key vanished (deleted by hand while
+// its holder's TTL runs) says so, as it does when it sees the key vanish.
+func TestStandbyLogsAKeyFoundVanished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		r.mem.Tamper(testLease, "node-b", time.Minute)
+		r.mem.Tamper(testLease, "", 0)
+		logs := &logRecords{}
+		cfg := standbyConfig(r)
+		cfg.Logger = slog.New(logs)
+		run := start(r.supervisor(t, cfg))
+		time.Sleep(5 * time.Second) // a few polls: logged once
+		vanished := logs.find(logVanished)
+		require.Len(t, vanished, 1)
+		assert.Equal(t, testLease, vanished[0]["lease_id"])
+		standby, _ := all[Standby](r.rec)
+		require.Len(t, standby, 1)
+		assert.Empty(t, standby[0].Holder.OwnerID)
+		assert.Zero(t, count[Acquired](r.rec), "not free yet")
+		require.NoError(t, run.stop())
+	})
+}

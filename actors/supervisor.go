@@ -206,8 +206,11 @@ type supervisor struct {
 	watch    context.CancelFunc // the standby watch's, nil when none
 	watchGen uint64
 
-	holder    lease.Holder // who holds the lease, as last seen in standby
-	seenOther bool         // another instance was seen holding it since the last term
+	holder lease.Holder // who holds the lease, as last seen in standby
+	// holderSeen: holder has been seen since the last term (a key that
+	// vanished without a release has a holder with no owner).
+	holderSeen bool
+	seenOther  bool // another instance was seen holding it since the last term
 	// claimTerm is the term identity of the next term: fresh after every
 	// term, and kept across the attempts of one standby period, so that an
 	// attempt whose outcome was unknown is recognised by the next.

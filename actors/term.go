@@ -57,7 +57,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	s.setState(StateLeading)
 	s.backoff.Started(time.Now())
 	handover := s.seenOther
-	s.holder, s.seenOther = lease.Holder{}, false
+	s.holder, s.holderSeen, s.seenOther = lease.Holder{}, false, false
 	s.s.logAttrs(slog.LevelInfo, "lease acquired; leading", l.Token, slog.Bool("handover", handover),
 		slog.String("term", l.Term))
 	s.s.emit(Acquired{Subject: s.s.subject(), Token: l.Token, ValidUntil: hold.ValidUntil(), Handover: handover})
