@@ -39,12 +39,12 @@ func TestDeployOperatorLeastPrivilege(t *testing.T) {
 // TLS with client certificates (mTLS).
 func TestDeployMutualTLS(t *testing.T) {
 	t.Parallel()
-	p := newPKI(t)
-	srv := natstest.Start(t, mutualTLS(p))
-	d := natsstore.DialOptions{CAFile: p.caFile, CertFile: p.clientCertFile, KeyFile: p.clientKeyFile}
+	p := natstest.NewPKI(t)
+	srv := natstest.Start(t, p.MutualTLS())
+	d := natsstore.DialOptions{CAFile: p.CAFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}
 	cfg := natsstore.Config{Bucket: "leases"}
 	deployment(t, func(t *testing.T) *natsstore.Store { return dial(t, srv.ClientURL(), cfg, d) },
-		rawJetStream(t, srv.ClientURL(), cfg, nats.RootCAs(p.caFile), nats.ClientCert(p.clientCertFile, p.clientKeyFile)))
+		rawJetStream(t, srv.ClientURL(), cfg, nats.RootCAs(p.CAFile), nats.ClientCert(p.ClientCertFile, p.ClientKeyFile)))
 }
 
 // A service connected to a leaf node, with the bucket in the hub's

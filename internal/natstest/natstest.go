@@ -21,7 +21,8 @@
 // Secured deployments: an Operator issues JWT accounts and .creds files
 // (operator mode); WithConfig takes nats-server configuration text
 // (accounts, exports, imports); WithLeafNodes and StartLeaf connect a leaf
-// node to a hub; a Proxy freezes the traffic of its connections.
+// node to a hub; a PKI issues certificates for TLS and mutual TLS; a Proxy
+// freezes the traffic of its connections.
 // Permissions lists the least-privilege permissions of a natsstore service
 // for each Topology (examples/permissions prints them).
 package natstest
