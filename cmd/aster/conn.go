@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
@@ -52,7 +57,8 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", f.timeout, "bound on each request to NATS (NATS_TIMEOUT)")
 }
 
-// connect connects to NATS.
+// connect connects to NATS. Every file a flag names is read first, so that
+// a missing or malformed one is reported with its flag.
 func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("aster"),
@@ -72,11 +78,14 @@ func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 	}
 	switch {
 	case f.creds != "":
+		if err := checkCreds(f.creds); err != nil {
+			return nil, fmt.Errorf("--creds (NATS_CREDS): %w", err)
+		}
 		opts = append(opts, nats.UserCredentials(f.creds))
 	case f.nkey != "":
 		o, err := nats.NkeyOptionFromSeed(f.nkey)
 		if err != nil {
-			return nil, fmt.Errorf("--nkey: %w", err)
+			return nil, fmt.Errorf("--nkey (NATS_NKEY): %w", err)
 		}
 		opts = append(opts, o)
 	case f.user != "" || f.password != "":
@@ -87,15 +96,12 @@ func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 	if (f.cert == "") != (f.key == "") {
 		return nil, &usageError{"--tlscert and --tlskey go together"}
 	}
-	if f.cert != "" || f.ca != "" {
-		opts = append(opts, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12}))
+	var certRequested atomic.Bool
+	o, err := f.tlsOption(&certRequested)
+	if err != nil {
+		return nil, err
 	}
-	if f.cert != "" {
-		opts = append(opts, nats.ClientCert(f.cert, f.key))
-	}
-	if f.ca != "" {
-		opts = append(opts, nats.RootCAs(f.ca))
-	}
+	opts = append(opts, o)
 	type result struct {
 		nc  *nats.Conn
 		err error
@@ -108,7 +114,7 @@ func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, f.explain(r.err)
+			return nil, f.explain(r.err, certRequested.Load())
 		}
 		return r.nc, nil
 	case <-ctx.Done():
@@ -121,19 +127,131 @@ func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 	}
 }
 
-// explain says what a connection error means.
-func (f *connFlags) explain(err error) error {
+// checkCreds reads a .creds file as nats.go will: a user JWT and an nkey
+// seed.
+func checkCreds(path string) error {
+	contents, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if _, err := nkeys.ParseDecoratedJWT(contents); err != nil {
+		return fmt.Errorf("%s: no user JWT in it: %w", path, err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(contents)
+	if err != nil {
+		return fmt.Errorf("%s: no nkey seed in it: %w", path, err)
+	}
+	kp.Wipe()
+	return nil
+}
+
+// tlsOption returns the option that configures TLS. The configuration is
+// set even without TLS flags, for a server that requires TLS; the
+// connection requires TLS only when --tlsca or --tlscert is given. When the
+// server asks for a client certificate, certRequested is set: a server that
+// requires one and gets none refuses the connection in ways that do not
+// say why (with TLS 1.3, a broken pipe or an EOF after the handshake). The
+// certificate of --tlscert is sent whenever the server asks, even if it
+// names other CAs, so that a refusal is the server's and says so.
+func (f *connFlags) tlsOption(certRequested *atomic.Bool) (nats.Option, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tlsca (NATS_CA): %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tlsca (NATS_CA): %s: no PEM certificate in it", f.ca)
+		}
+	}
+	var cert *tls.Certificate
+	if f.cert != "" {
+		c, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return nil, fmt.Errorf("--tlscert and --tlskey (NATS_CERT, NATS_KEY): %w", err)
+		}
+		cert = &c
+	}
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		certRequested.Store(true)
+		if cert == nil {
+			return &tls.Certificate{}, nil // none: the server decides
+		}
+		return cert, nil
+	}
+	secure := f.ca != "" || f.cert != ""
+	return func(o *nats.Options) error {
+		o.TLSConfig = cfg
+		o.Secure = o.Secure || secure
+		return nil
+	}, nil
+}
+
+// explain says what a connection error means. certRequested reports that
+// the server asked for a client certificate.
+func (f *connFlags) explain(err error, certRequested bool) error {
 	msg := strings.ToLower(err.Error())
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
 	switch {
 	case errors.Is(err, nats.ErrAuthorization), strings.Contains(msg, "authorization"), strings.Contains(msg, "authentication"):
 		return fmt.Errorf("connect to %s: the server refused the credentials: %w (check --creds, --nkey, --user/--password or --token)",
-			f.server, err)
+			f.servers(), err)
+	case certRequested && f.cert == "":
+		return fmt.Errorf("connect to %s: the server requires a client certificate (mutual TLS) and none was given: "+
+			"pass one with --tlscert and --tlskey (NATS_CERT, NATS_KEY) (connecting failed with: %w)", f.servers(), err)
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("connect to %s: the server's certificate is not signed by a CA this client trusts: "+
+			"pass the CA that signed it with --tlsca (NATS_CA) (%w)", f.servers(), err)
+	case errors.As(err, &hostname):
+		return fmt.Errorf("connect to %s: the server's certificate is not valid for the host connected to: "+
+			"connect with a name the certificate holds (%w)", f.servers(), err)
+	case errors.As(err, &invalid):
+		return fmt.Errorf("connect to %s: the server's certificate is not valid (%w)", f.servers(), err)
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		return fmt.Errorf("connect to %s: the server does not offer TLS, and --tlsca or --tlscert (NATS_CA, NATS_CERT) "+
+			"asks for it: drop them, or connect to a server with TLS (%w)", f.servers(), err)
+	case certRequested:
+		// The certificate went out; the server closed the connection.
+		return fmt.Errorf("connect to %s: the server did not accept the client certificate of --tlscert (NATS_CERT): "+
+			"is it signed by a CA the server trusts, and still valid? (connecting failed with: %w)", f.servers(), err)
 	case errors.Is(err, nats.ErrNoServers):
 		return fmt.Errorf("connect to %s: %w (is a NATS server running there? For development, start one with: aster dev)",
-			f.server, err)
+			f.servers(), err)
 	default:
-		return fmt.Errorf("connect to %s: %w", f.server, err)
+		return fmt.Errorf("connect to %s: %w", f.servers(), err)
 	}
+}
+
+// servers returns --server for messages, with the password or token of
+// any URL replaced by "xxxxx".
+func (f *connFlags) servers() string { return redact(f.server) }
+
+// redact replaces the password or token in each of the comma-separated
+// NATS URLs of s by "xxxxx" (a URL with a user and no password carries a
+// token).
+func redact(s string) string {
+	urls := strings.Split(s, ",")
+	for i, raw := range urls {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || u.User == nil {
+			if err != nil && strings.Contains(raw, "@") {
+				urls[i] = "xxxxx" // unparsable, and it may hold a secret
+			}
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+		urls[i] = u.String()
+	}
+	return strings.Join(urls, ",")
 }
 
 // openStore opens the lease store of bucket on nc without creating the
@@ -145,7 +263,7 @@ func (f *connFlags) openStore(ctx context.Context, nc *nats.Conn, bucket string)
 	switch {
 	case errors.Is(err, natsstore.ErrNoBucket):
 		return nil, fmt.Errorf("bucket %q not found on %s (a service creates it when it first starts; "+
-			"is the name, the account or the JetStream domain right?)", bucket, f.server)
+			"is the name, the account or the JetStream domain right?)", bucket, f.servers())
 	case errors.Is(err, lease.ErrInvalid):
 		return nil, &usageError{err.Error()}
 	case err != nil:

@@ -214,8 +214,12 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			head += " " + name
 		}
 		secret := f.Name == "password" || f.Name == "token"
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && !secret {
-			use += " (default " + f.DefValue + ")"
+		def := f.DefValue
+		if f.Name == "server" {
+			def = redact(def)
+		}
+		if def != "" && def != "false" && def != "0" && !secret {
+			use += " (default " + def + ")"
 		}
 		fmt.Fprintf(w, "%-32s %s\n", head, use)
 	})

@@ -163,21 +163,6 @@ func TestWatch(t *testing.T) {
 
 func tokenString(tk lease.Token) string { return strconv.FormatUint(uint64(tk), 10) }
 
-func TestAuthentication(t *testing.T) {
-	srv := natstest.Start(t, natstest.WithUser("ops", "s3cret"))
-	s := store(t, srv.ClientURL(), natsstore.DefaultBucket, natsstore.DialOptions{User: "ops", Password: "s3cret"})
-	take(t, s, "billing.outbox", "pod-a", nil)
-
-	r := aster(t, map[string]string{"NATS_URL": srv.ClientURL(), "NATS_USER": "ops", "NATS_PASSWORD": "s3cret"}, "leases")
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "billing.outbox")
-
-	r = aster(t, map[string]string{"NATS_URL": srv.ClientURL()}, "leases", "--user", "ops", "--password", "wrong")
-	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "the server refused the credentials")
-	assert.NotContains(t, r.stderr, "wrong")
-}
-
 // instanceOf registers a monitor.Registry's micro service on url.
 func instanceOf(t *testing.T, url string, reg *monitor.Registry) {
 	t.Helper()

@@ -70,7 +70,7 @@ func discover(ctx context.Context, c *cli, nc *nats.Conn) ([]instance, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no instance of service %q answered within %v on %s (is a process serving "+
-			"monitor.Registry.Service on this account? nats micro ls lists the services)", c.service, c.wait, c.conn.server)
+			"monitor.Registry.Service on this account? nats micro ls lists the services)", c.service, c.wait, c.conn.servers())
 	}
 	slices.SortFunc(out, func(a, b instance) int {
 		return strings.Compare(a.name+"\x00"+a.info.ID, b.name+"\x00"+b.info.ID)
