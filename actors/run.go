@@ -51,7 +51,7 @@ func (s *LeaseSupervisor) Run(ctx context.Context) error {
 	}
 	sh.closing.Store(true) // from now on no term starts
 	budget := s.shutdownBudget()
-	if !stopAndWait(sys.ActorSystem, sys.Root.Stop, host, budget) {
+	if !actorsys.StopAndWait(sys.ActorSystem, host, budget) {
 		err = errors.Join(err, fmt.Errorf("%w: the lease supervisor did not stop within %v", ErrWorkloadStuck, budget))
 	} else if n := sh.live.busy(); n > 0 {
 		err = errors.Join(err, fmt.Errorf("%w: %d workloads still run (tokens %v)", ErrWorkloadStuck, n, sh.live.tokens()))

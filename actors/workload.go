@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -135,17 +134,6 @@ func (w propsWorkload) start(c actor.Context, _ uint64, g Granted, stopped func(
 	done := inst.done
 	watchDeath(c.ActorSystem(), inst.pid, func() { close(done); stopped() })
 	return inst
-}
-
-// stopAndWait stops pid with stop and waits at most timeout for it to
-// terminate, reporting whether it did. Unlike StopFuture (always 10 s) it
-// takes the timeout as an argument.
-func stopAndWait(sys *actor.ActorSystem, stop func(*actor.PID), pid *actor.PID, timeout time.Duration) bool {
-	f := actor.NewFuture(sys, max(timeout, time.Millisecond))
-	proc, _ := sys.ProcessRegistry.Get(pid) // a dead PID gives dead letters, which answer Terminated
-	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
-	stop(pid)
-	return f.Wait() == nil
 }
 
 // WorkloadTree runs a supervision tree as the workload. build is called at

@@ -111,7 +111,7 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	t.Stop()
 	h.ref.Store(nil)
-	if !stopAndWait(sys.ActorSystem, pid, budget) {
+	if !actorsys.StopAndWait(sys.ActorSystem, pid, budget) {
 		err = errors.Join(err, fmt.Errorf("%w: the host did not stop within %v", ErrHandoverFailed, budget))
 	}
 	if !waitGroup(&h.bg, budget) {
@@ -257,16 +257,6 @@ func (h *Host) handoverBudget() time.Duration {
 // shutdownBudget bounds a graceful shutdown: the membership's release, then
 // every handover (they run at once).
 func (h *Host) shutdownBudget() time.Duration { return 2 * h.handoverBudget() }
-
-// stopAndWait stops pid and waits at most timeout for it to terminate.
-// (StopFuture always waits 10 s.)
-func stopAndWait(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration) bool {
-	f := actor.NewFuture(sys, max(timeout, time.Millisecond))
-	proc, _ := sys.ProcessRegistry.Get(pid) // a dead PID gives dead letters, which answer Terminated
-	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
-	sys.Root.Stop(pid)
-	return f.Wait() == nil
-}
 
 // waitGroup waits for wg at most timeout and reports whether it finished.
 func waitGroup(wg *sync.WaitGroup, timeout time.Duration) bool {

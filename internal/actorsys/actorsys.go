@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -59,3 +60,14 @@ func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
 	return minLevel{h.Handler.WithAttrs(a), h.level}
 }
 func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.level} }
+
+// StopAndWait stops pid and waits at most timeout for it to terminate,
+// reporting whether it did. Unlike protoactor's StopFuture (always 10 s), it
+// takes the timeout as an argument.
+func StopAndWait(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration) bool {
+	f := actor.NewFuture(sys, max(timeout, time.Millisecond))
+	proc, _ := sys.ProcessRegistry.Get(pid) // a dead PID gives dead letters, which answer Terminated
+	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
+	sys.Root.Stop(pid)
+	return f.Wait() == nil
+}

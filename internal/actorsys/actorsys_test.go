@@ -44,3 +44,31 @@ func TestLogsOnlyWarnings(t *testing.T) {
 	assert.Contains(t, buf.String(), "trouble")
 	assert.NotContains(t, buf.String(), "actor system started")
 }
+
+type stubborn struct{ release chan struct{} }
+
+func (s stubborn) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Stopping); ok {
+		<-s.release // stops only once released
+	}
+}
+
+// StopAndWait reports an actor that stopped, and one that did not stop
+// within the timeout; a PID already dead counts as stopped.
+func TestStopAndWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := New(nil)
+		defer sys.Shutdown()
+		pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+		assert.True(t, StopAndWait(sys.ActorSystem, pid, time.Second))
+		assert.True(t, StopAndWait(sys.ActorSystem, pid, time.Second), "already dead")
+
+		s := stubborn{release: make(chan struct{})}
+		slow := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return s }))
+		assert.False(t, StopAndWait(sys.ActorSystem, slow, time.Second))
+		close(s.release)
+		synctest.Wait()
+		assert.True(t, StopAndWait(sys.ActorSystem, slow, time.Second))
+		time.Sleep(2 * time.Second) // protoactor's dead-letter throttle, in virtual time
+	})
+}
