@@ -89,5 +89,12 @@ func goleakOptions() []goleak.Option {
 	return []goleak.Option{
 		// protoactor-go's process-wide helpers (the in-process scenarios).
 		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.(*ActorSystem).Shutdown.func1"),
+		// toxiproxy v2.5.0 (the newest) can leave a link's two pipe
+		// goroutines of a stopped proxy blocked on a channel send, when the
+		// proxy is stopped (Drop) while bytes are in flight: idle, with
+		// their connections closed. Seen once, at the end of a full run
+		// (make chaos); nothing of ours is behind them.
+		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanWriter).Write"),
+		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
 	}
 }
