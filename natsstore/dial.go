@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/internal/natscreds"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -200,7 +200,7 @@ func (d DialOptions) natsOptions(state *connState) ([]nats.Option, error) {
 	}
 	switch {
 	case d.CredentialsFile != "":
-		if err := checkCredentials(d.CredentialsFile); err != nil {
+		if err := natscreds.Check(d.CredentialsFile); err != nil {
 			return nil, bad("CredentialsFile", "%v", err)
 		}
 		opts = append(opts, nats.UserCredentials(d.CredentialsFile)) // read at every connect
@@ -220,24 +220,6 @@ func (d DialOptions) natsOptions(state *connState) ([]nats.Option, error) {
 		return nil, err
 	}
 	return append(opts, o), nil
-}
-
-// checkCredentials reads a .creds file as nats.go will: a user JWT and an
-// nkey seed.
-func checkCredentials(path string) error {
-	contents, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if _, err := nkeys.ParseDecoratedJWT(contents); err != nil {
-		return fmt.Errorf("%s: no user JWT in it: %w", path, err)
-	}
-	kp, err := nkeys.ParseDecoratedNKey(contents)
-	if err != nil {
-		return fmt.Errorf("%s: no nkey seed in it: %w", path, err)
-	}
-	kp.Wipe()
-	return nil
 }
 
 // tlsOption returns the option that configures TLS. The configuration is

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
+	"github.com/asterforge/aster/internal/natscreds"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/natsstore"
 )
@@ -78,7 +78,7 @@ func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 	}
 	switch {
 	case f.creds != "":
-		if err := checkCreds(f.creds); err != nil {
+		if err := natscreds.Check(f.creds); err != nil {
 			return nil, fmt.Errorf("--creds (NATS_CREDS): %w", err)
 		}
 		opts = append(opts, nats.UserCredentials(f.creds))
@@ -125,24 +125,6 @@ func (f *connFlags) connect(ctx context.Context) (*nats.Conn, error) {
 		}()
 		return nil, ctx.Err()
 	}
-}
-
-// checkCreds reads a .creds file as nats.go will: a user JWT and an nkey
-// seed.
-func checkCreds(path string) error {
-	contents, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if _, err := nkeys.ParseDecoratedJWT(contents); err != nil {
-		return fmt.Errorf("%s: no user JWT in it: %w", path, err)
-	}
-	kp, err := nkeys.ParseDecoratedNKey(contents)
-	if err != nil {
-		return fmt.Errorf("%s: no nkey seed in it: %w", path, err)
-	}
-	kp.Wipe()
-	return nil
 }
 
 // tlsOption returns the option that configures TLS. The configuration is
