@@ -57,8 +57,13 @@ func TestLeafReachesHubDomain(t *testing.T) {
 	nc, _ := connect(t, leaf.ClientURL())
 	js, err := jetstream.NewWithDomain(nc, "hub")
 	require.NoError(t, err)
-	info, err := js.AccountInfo(ctxT(t))
-	require.NoError(t, err)
+	// The hub's JetStream API reaches the leaf's clients a moment after the
+	// leaf connection itself (its interest is sent over it): ask until then.
+	var info *jetstream.AccountInfo
+	require.Eventually(t, func() bool {
+		info, err = js.AccountInfo(ctxT(t))
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the hub's domain through the leaf: %v", err)
 	assert.Equal(t, "hub", info.Domain)
 }
 
