@@ -12,7 +12,7 @@ import (
 
 // keyValue is the part of a JetStream KV bucket that Store uses: a
 // conditional publish to a key's subject, a read of a key's last message
-// (markers included, with headers), and a watch of one key. jsBucket
+// (markers included, with headers), and a watch of one key or prefix. jsBucket
 // implements it over nats.go; tests wrap it to inject faults.
 type keyValue interface {
 	// PublishMsg writes m to the bucket's stream (jetstream.Publisher).
@@ -20,23 +20,28 @@ type keyValue interface {
 	// GetLastMsgForSubject returns the last message stored on subject, or
 	// an error matching jetstream.ErrMsgNotFound.
 	GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
-	// Watch watches keys (jetstream.KeyValue).
-	Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
+	// Watch watches the keys filter matches (a key, or a pattern): see
+	// consumerWatch.
+	Watch(ctx context.Context, filter string) (jetstream.KeyWatcher, error)
 }
 
 // jsBucket is a keyValue over nats.go's jetstream package.
 type jsBucket struct {
 	jetstream.Publisher
-	kv     jetstream.KeyValue
 	nc     *nats.Conn
 	msgGet string // "$JS.API.STREAM.MSG.GET.KV_<bucket>", with the domain or API prefix
+
+	// For watches (consumerWatch).
+	api           string // the JetStream API prefix, ending with '.'
+	bucket        string
+	stream        string        // "KV_<bucket>"
+	pre           string        // "$KV.<bucket>."
+	heartbeat     time.Duration // the consumers' idle heartbeat interval
+	checked       bool          // a watch silent for two heartbeats ends
+	deleteTimeout time.Duration // bounds a consumer's delete
 }
 
 var _ keyValue = (*jsBucket)(nil)
-
-func (b *jsBucket) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	return b.kv.Watch(ctx, keys, opts...)
-}
 
 type msgGetRequest struct {
 	LastBySubject string `json:"last_by_subj"`

@@ -145,8 +145,11 @@ type Config struct {
 	// WatchCheckInterval is how often each watch checks that it is alive:
 	// it reads the key's last revision (one small request to the stream
 	// leader) and re-creates a watch that has not delivered it within half
-	// an interval (WatchStalled). 0 means DefaultWatchCheckInterval;
-	// negative disables the check.
+	// an interval (WatchStalled). A watch's consumer also sends an idle
+	// heartbeat every half interval, and a watch that receives nothing for
+	// an interval is re-created too. 0 means DefaultWatchCheckInterval;
+	// negative disables both checks (heartbeats then come every 5 s, and
+	// only the server uses them).
 	WatchCheckInterval time.Duration
 
 	// IsolationTimeout is how long the store's requests may fail while

@@ -113,10 +113,12 @@
 // learns of a release or an expiry within a millisecond or so instead of
 // polling. A KV watch can fall silent without an error (its consumer lost
 // with a server, or stalled by unanswered flow control), so the store keeps
-// its watches alive: it re-creates a watch after every reconnect and
-// whenever it ends, with briefly bounded attempts retried quickly, and every
-// Config.WatchCheckInterval it reads the key's last revision and re-creates
-// a watch that has not delivered it (WatchStalled, then WatchRecovered).
+// its watches alive: it re-creates a watch after every reconnect, whenever
+// it ends, and when its consumer sends nothing, not even its idle heartbeat
+// (every half Config.WatchCheckInterval), for an interval, with briefly
+// bounded attempts retried quickly; and every Config.WatchCheckInterval it
+// reads the key's last revision and re-creates a watch that has not
+// delivered it (WatchStalled, then WatchRecovered).
 // Events are hints: a standby still calls Acquire, and still polls now and
 // then.
 //

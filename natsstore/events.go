@@ -179,8 +179,9 @@ func (e BucketDegraded) String() string {
 	return fmt.Sprintf("bucket %q: %s", e.Bucket, e.Reason)
 }
 
-// WatchStalled reports a watch that fell silent: the key changed and the
-// watch did not deliver the change (found by the liveness check, see
+// WatchStalled reports a watch that fell silent: its consumer sent
+// nothing, not even a heartbeat, for a check interval, or the key changed
+// and the watch did not deliver the change (found by the liveness check, see
 // Config.WatchCheckInterval), or a lost watch could not be re-created for
 // longer than a check interval. Standbys that rely on the watch fall back to
 // polling meanwhile. The store keeps re-creating the watch and reports
@@ -190,9 +191,9 @@ type WatchStalled struct {
 	// Key is the key watched, or the prefix followed by ">" for a
 	// WatchPrefix.
 	Key string
-	// Silent is how long the watch is known to have been silent: since the
-	// check that first read a revision it had not delivered, or since the
-	// watch was lost.
+	// Silent is how long the watch is known to have been silent: since its
+	// consumer last sent anything, since the check that first read a
+	// revision it had not delivered, or since the watch was lost.
 	Silent time.Duration
 	// Cause is the likely cause, for example refused flow-control replies
 	// (the user may not publish to $JS.FC.KV_<bucket>.>), a consumer lost

@@ -140,9 +140,9 @@ func (k notingKV) GetLastMsgForSubject(ctx context.Context, subject string) (*je
 	return m, err
 }
 
-func (k notingKV) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+func (k notingKV) Watch(ctx context.Context, filter string) (jetstream.KeyWatcher, error) {
 	begin := time.Now()
-	w, err := k.keyValue.Watch(ctx, keys, opts...)
+	w, err := k.keyValue.Watch(ctx, filter)
 	k.iso.note(ctx, begin, err, true)
 	return w, err
 }

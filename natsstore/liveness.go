@@ -77,6 +77,11 @@ type watchRun struct {
 	pause    time.Duration
 }
 
+// endingWatch is a watch that ends by itself, saying why (consumerWatch).
+type endingWatch interface {
+	ended() (heard time.Time, err error)
+}
+
 // checkResult is the answer of a liveness check's read.
 type checkResult struct {
 	gen uint64
@@ -126,8 +131,17 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			return
 		case e, ok := <-updates:
 			if !ok {
-				r.s.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key)
-				r.lose("the watch's subscription ended", time.Now())
+				cause, since := "the watch's subscription ended", time.Now()
+				if ew, ok := r.w.KeyWatcher.(endingWatch); ok {
+					if heard, err := ew.ended(); err != nil {
+						cause, since = err.Error(), heard
+					}
+				}
+				r.s.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key, "cause", cause)
+				r.lose(cause, since)
+				if !r.reported && time.Since(r.lostAt) >= r.stallAt {
+					r.report()
+				}
 				r.retry.Reset(r.pause)
 				continue
 			}

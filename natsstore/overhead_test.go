@@ -24,7 +24,7 @@ func (k *instantKV) GetLastMsgForSubject(context.Context, string) (*jetstream.Ra
 	return nil, jetstream.ErrMsgNotFound
 }
 
-func (k *instantKV) Watch(context.Context, string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+func (k *instantKV) Watch(context.Context, string) (jetstream.KeyWatcher, error) {
 	return nil, jetstream.ErrKeyValueConfigRequired
 }
 

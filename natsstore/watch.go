@@ -28,10 +28,13 @@ const (
 // A KV watch can fall silent: after a server restart or a stream leader
 // change its consumer may be gone, and the server stops delivering to a user
 // who may not answer flow control ($JS.FC). So the watch is re-created
-// whenever the connection reconnects or the watch ends, and every
-// Config.WatchCheckInterval it checks that it is alive by reading the key's
-// last revision; a watch that has not delivered a revision the store read is
-// re-created (reported as WatchStalled, then WatchRecovered). Re-creation is
+// whenever the connection reconnects, the watch ends, or its consumer sends
+// nothing, not even its idle heartbeat, for a Config.WatchCheckInterval
+// (see consumerWatch); and every Config.WatchCheckInterval it checks that
+// it is alive by reading the key's last revision: a watch that has not
+// delivered a revision the store read is re-created. A watch silent for
+// longer than an interval is reported as WatchStalled, then
+// WatchRecovered. Re-creation is
 // retried quickly, each attempt briefly bounded, so that the watch is back
 // as soon as the stream has a leader again. A re-created watch reports the
 // key's state again.
