@@ -537,3 +537,22 @@ func TestGapAround(t *testing.T) {
 		require.Equal(t, [2]int64{tc.start, tc.end}, [2]int64{start, end}, "gapAround(%d, %d)", tc.from, tc.to)
 	}
 }
+
+func TestExplain(t *testing.T) {
+	const s = int64(time.Second)
+	from := check.Tenure{Lease: "l", Proc: "h1", Token: 1, ValidUntil: 113 * s / 10, WorkStop: 99 * s / 10}
+	to := check.Tenure{Lease: "l", Proc: "h2", Token: 2, Acquired: 14 * s, WorkStart: 14*s + s/100}
+	h := record.History{Ops: []record.Op{
+		{Proc: "h1", Lease: "l", Type: record.OpRenew, Token: 1, Call: -s, Return: -s + s/100, Result: record.ResultOK},
+		{Proc: "h1", Lease: "l", Type: record.OpRenew, Token: 1, Call: s, Return: 6 * s, Result: record.ResultUnknown,
+			Err: "timeout"},
+		{Proc: "h1", Lease: "l", Type: record.OpRenew, Token: 2, Call: 2 * s, Return: 3 * s, Result: record.ResultOK},
+		{Proc: "h2", Lease: "l", Type: record.OpAcquire, Token: 0, Call: 13 * s, Return: 14 * s, Result: record.ResultOK},
+	}}
+	got := explain(h, check.Handover{Lease: "l", From: from, To: to, Cause: "expiry"}, single(0, 20*s, "n1"),
+		[2]int64{s / 2, 7 * s}, 1500*time.Millisecond)
+	require.Equal(t, "handover h1 (token 1) to h2 (token 2), cause expiry; from the fault: last renewal that succeeded "+
+		"called -1000 ms; then renew call +1000 ms return +6000 ms unknown (timeout); validity until +11300 ms, renew "+
+		"deadline +9800 ms, workload stopped +9900 ms; stream unavailable from +500 ms to +7000 ms; new tenure acquired "+
+		"+14000 ms, workload started +14010 ms", got)
+}
