@@ -132,11 +132,13 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%d ms", d.Milliseconds())
 }
 
-// Failover is one cluster fault measured at one TTL: the stream's own
-// unavailability, and the gap it left in the leader's fenced writes.
+// Failover is one cluster fault measured at one TTL and renew interval:
+// the stream's own unavailability, and the gap it left in the leader's
+// fenced writes.
 type Failover struct {
 	Fault     string
 	TTL       time.Duration
+	Renew     time.Duration // the renew interval; 0: the lease default (TTL/3)
 	Runs      int
 	Stream    check.Summary // the longest gap between successful probe writes to the stream
 	Work      check.Summary // the longest gap between accepted fenced writes of the lease
@@ -145,7 +147,8 @@ type Failover struct {
 	Notes     string
 }
 
-// FailoverMarkdown renders fs as a table.
+// FailoverMarkdown renders fs as a table; a row with a renew interval of
+// its own names it beside the TTL.
 func FailoverMarkdown(fs []Failover) string {
 	var b strings.Builder
 	b.WriteString("| fault | TTL | runs | stream unavailable p50 / max | workload gap p50 / max | gap beyond the stream's p50 / max | handovers | notes |\n")
@@ -157,7 +160,11 @@ func FailoverMarkdown(fs []Failover) string {
 		return signed(s.P50) + " / " + signed(s.Max)
 	}
 	for _, f := range fs {
-		fmt.Fprintf(&b, "| %s | %v | %d | %s | %s | %s | %d | %s |\n", f.Fault, f.TTL, f.Runs, pm(f.Stream), pm(f.Work),
+		ttl := f.TTL.String()
+		if f.Renew > 0 {
+			ttl += ", renew " + f.Renew.String()
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %d | %s |\n", f.Fault, ttl, f.Runs, pm(f.Stream), pm(f.Work),
 			pm(f.Beyond), f.Handovers, f.Notes)
 	}
 	return b.String()

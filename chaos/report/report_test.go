@@ -37,4 +37,8 @@ func TestFailoverMarkdown(t *testing.T) {
 		Work:   check.Summary{N: 2, P50: 20 * time.Millisecond, Max: 30 * time.Millisecond},
 		Beyond: check.Summary{N: 2, P50: -3980 * time.Millisecond, Max: -4970 * time.Millisecond}, Handovers: 0}})
 	assert.Contains(t, md, "| stream leader killed | 3s | 2 | 4000 ms / 5000 ms | 20 ms / 30 ms | -3980 ms / -4970 ms | 0 |")
+
+	md = report.FailoverMarkdown([]report.Failover{{Fault: "rolling-restart", TTL: 15 * time.Second,
+		Renew: 2 * time.Second, Runs: 3, Handovers: 1}})
+	assert.Contains(t, md, "| rolling-restart | 15s, renew 2s | 3 | n/a | n/a | n/a | 1 |")
 }

@@ -1,10 +1,12 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,18 +19,63 @@ import (
 	"github.com/asterforge/aster/chaos/harness"
 	"github.com/asterforge/aster/chaos/record"
 	"github.com/asterforge/aster/chaos/report"
+	"github.com/asterforge/aster/lease"
 )
 
 // The cluster scenarios: a 3-node JetStream cluster (chaos-nats processes,
 // every route through a proxy), a bucket with three replicas, and three
-// holders connected to every node, with the lease defaults for the renew
-// interval (TTL/3) and natsstore's default isolation timeout (2 s). Each
-// fault is measured at TTL 3 s and 10 s: the stream's own unavailability
-// (the longest gap between successful writes of a probe per node, on a node
-// the fault spared) and the gap it left in the leader's fenced writes.
+// holders connected to every node, with natsstore's default isolation
+// timeout (2 s). Each fault is measured at TTL 3 s and 10 s with the lease
+// default for the renew interval (TTL/3); the faults that cost the stream
+// its leader (its kill, the kill of the leading holder's server, a rolling
+// restart) also at TTL 15 s with a renew interval of 2 s, the configuration
+// docs/tuning.md recommends for riding out a stream leader's election. Each
+// run measures the stream's own unavailability (the longest gap between
+// successful writes of a probe per node, on a node the fault spared) and
+// the gap it left in the leader's fenced writes.
 
-// clusterTTLs are the TTLs of the failover table.
-var clusterTTLs = []time.Duration{3 * time.Second, 10 * time.Second}
+// clusterConfig is a lease configuration of the failover table: a TTL and
+// a renew interval (0: the lease default, TTL/3).
+type clusterConfig struct {
+	ttl, renew time.Duration
+}
+
+// String names the configuration in a scenario's name: ttl10s, or
+// ttl15s-renew2s.
+func (c clusterConfig) String() string {
+	if c.renew > 0 {
+		return fmt.Sprintf("ttl%v-renew%v", c.ttl, c.renew)
+	}
+	return fmt.Sprintf("ttl%v", c.ttl)
+}
+
+// renewPeriod is the time between two renewals of the configuration.
+func (c clusterConfig) renewPeriod() time.Duration {
+	return lease.Config{TTL: c.ttl, RenewInterval: c.renew}.EffectiveRenewInterval()
+}
+
+// clusterConfigs are the configurations every fault is measured at.
+var clusterConfigs = []clusterConfig{{ttl: 3 * time.Second}, {ttl: 10 * time.Second}}
+
+// ridingOut is docs/tuning.md's configuration for riding out a 9 s
+// election: the renew deadline (TTL - SafetyMargin - StopTimeout = 12 s)
+// outlasts a renew period, the election and the 0.5 s natsstore takes to
+// send a dropped renewal again (2 + 9 + 0.5 s). Faults with ridesOut set
+// are measured at it too.
+var ridingOut = clusterConfig{ttl: 15 * time.Second, renew: 2 * time.Second}
+
+// configs returns the configurations f is measured at.
+func (f clusterCase) configs() []clusterConfig {
+	if f.ridesOut {
+		return append(slices.Clone(clusterConfigs), ridingOut)
+	}
+	return clusterConfigs
+}
+
+// clusterName is the scenario name of fault f at configuration c.
+func clusterName(f clusterCase, c clusterConfig) string {
+	return fmt.Sprintf("cluster-%s-%v", f.name, c)
+}
 
 // probe writes to the bucket through one node every probeEvery and keeps
 // the reference times of the writes that succeeded.
@@ -102,47 +149,105 @@ func (ps *probes) Stop() {
 
 // streamGap is the stream's unavailability during r: for each of its
 // steps, the shortest, over the probes whose node the step spared, of
-// their longest gap between successful writes; the longest of those.
-func (ps *probes) streamGap(r clusterRun) time.Duration {
-	var longest time.Duration
+// their longest gap between successful writes; the longest of those. It
+// returns the gap's ends.
+func (ps *probes) streamGap(r clusterRun) (from, to int64) {
 	for _, st := range r.steps {
-		longest = max(longest, ps.stepGap(st))
+		if f, t := ps.stepGap(st); t-f > to-from {
+			from, to = f, t
+		}
 	}
-	return longest
+	return from, to
 }
 
-func (ps *probes) stepGap(st clusterStep) time.Duration {
-	best := time.Duration(-1)
+func (ps *probes) stepGap(st clusterStep) (from, to int64) {
+	best := false
 	for _, p := range ps.all {
 		if p.node.Name() == st.hit {
 			continue
 		}
 		p.mu.Lock()
-		g := gapAround(p.oks, st.from, st.to)
+		f, t := gapAround(p.oks, st.from, st.to)
 		p.mu.Unlock()
-		if best < 0 || g < best {
-			best = g
+		if !best || t-f < to-from {
+			best, from, to = true, f, t
 		}
 	}
-	return best
+	return from, to
 }
 
-// gapAround returns the longest time between consecutive times of ts
-// (sorted) in [from, to], counting from the last time at or before from;
-// a silence that lasts until to counts up to to.
-func gapAround(ts []int64, from, to int64) time.Duration {
+// gapAround returns the ends of the longest time between consecutive times
+// of ts (sorted) in [from, to], counting from the last time at or before
+// from; a silence that lasts until to counts up to to.
+func gapAround(ts []int64, from, to int64) (int64, int64) {
 	i, _ := slices.BinarySearch(ts, from+1)
 	prev := from
 	if i > 0 {
 		prev = ts[i-1]
 	}
-	var longest int64
+	start, end := prev, prev
 	for ; i < len(ts) && ts[i] <= to; i++ {
-		longest = max(longest, ts[i]-prev)
+		if ts[i]-prev > end-start {
+			start, end = prev, ts[i]
+		}
 		prev = ts[i]
 	}
-	longest = max(longest, to-prev)
-	return time.Duration(longest)
+	if to-prev > end-start {
+		start, end = prev, to
+	}
+	return start, end
+}
+
+// span is the length of the interval from..to.
+func span(from, to int64) time.Duration { return time.Duration(to - from) }
+
+// explain describes handover ho, which run r saw, from the records, in
+// times from the fault: the old tenure's last renewal that succeeded
+// before it, its renewals and release from then to the handover, its
+// validity and renew deadline (stopTimeout before it), the stream's
+// longest gap (stream), and the new tenure's acquire.
+func explain(h record.History, ho check.Handover, r clusterRun, stream [2]int64, stopTimeout time.Duration) string {
+	rel := func(t int64) string {
+		if t == record.Never || t == 0 {
+			return "never"
+		}
+		return fmt.Sprintf("%+d ms", time.Duration(t-r.from).Milliseconds())
+	}
+	var ops []record.Op
+	for _, op := range h.Ops {
+		if op.Proc == ho.From.Proc && op.Lease == ho.From.Lease && op.Token == ho.From.Token &&
+			(op.Type == record.OpRenew || op.Type == record.OpRelease) {
+			ops = append(ops, op)
+		}
+	}
+	slices.SortFunc(ops, func(a, b record.Op) int { return cmp.Compare(a.Call, b.Call) })
+	lastOK := int64(0)
+	var around []string
+	for _, op := range ops {
+		if op.Type == record.OpRenew && op.Result == record.ResultOK && op.Return < r.from {
+			lastOK = op.Call
+		}
+		if op.Return >= r.from && op.Call <= ho.To.Acquired {
+			s := fmt.Sprintf("%s call %s return %s %s", op.Type, rel(op.Call), rel(op.Return), op.Result)
+			if op.Err != "" {
+				err := op.Err
+				if len(err) > 100 {
+					err = err[:100] + "..."
+				}
+				s += " (" + err + ")"
+			}
+			around = append(around, s)
+		}
+	}
+	if len(around) == 0 {
+		around = []string{"none"}
+	}
+	return fmt.Sprintf("handover %s (token %d) to %s (token %d), cause %s; from the fault: last renewal that succeeded "+
+		"called %s; then %s; validity until %s, renew deadline %s, workload stopped %s; stream unavailable from %s "+
+		"to %s; new tenure acquired %s, workload started %s",
+		ho.From.Proc, ho.From.Token, ho.To.Proc, ho.To.Token, ho.Cause, rel(lastOK), strings.Join(around, "; "),
+		rel(ho.From.ValidUntil), rel(ho.From.ValidUntil-int64(stopTimeout)), rel(ho.From.WorkStop), rel(stream[0]),
+		rel(stream[1]), rel(ho.To.Acquired), rel(ho.To.WorkStart))
 }
 
 // streamLeader returns the name of the node that leads the bucket's stream,
@@ -264,23 +369,25 @@ func (e *env) killNode(n *harness.NATS, what string) clusterRun {
 	return single(from, record.Now(), n.Name())
 }
 
-// clusterCase is a fault of the cluster scenarios.
+// clusterCase is a fault of the cluster scenarios; with ridesOut, it is
+// measured at ridingOut too.
 type clusterCase struct {
 	name, desc string
+	ridesOut   bool
 	fault      clusterFault
 }
 
 var clusterFaults = []clusterCase{
-	{"stream-leader-kill", "SIGKILL of the node that leads the bucket's stream, restarted once the stream is back",
+	{"stream-leader-kill", "SIGKILL of the node that leads the bucket's stream, restarted once the stream is back", true,
 		func(e *env) clusterRun { return e.killNode(e.cluster.Node(e.awaitStreamLeader()), "stream leader") }},
-	{"leader-server-kill", "SIGKILL of the node the leading holder is connected to, restarted once the stream is back",
+	{"leader-server-kill", "SIGKILL of the node the leading holder is connected to, restarted once the stream is back", true,
 		func(e *env) clusterRun {
 			h, _ := e.current()
 			n := e.nodeOf(h)
 			require.NotNil(e.t, n, "the node of %s", h.name)
 			return e.killNode(n, "the leader's server")
 		}},
-	{"rolling-restart", "every node stopped (SIGTERM) and restarted in turn, each once the cluster is healthy",
+	{"rolling-restart", "every node stopped (SIGTERM) and restarted in turn, each once the cluster is healthy", true,
 		func(e *env) clusterRun {
 			r := clusterRun{from: record.Now()}
 			for _, n := range e.cluster.Nodes {
@@ -297,7 +404,7 @@ var clusterFaults = []clusterCase{
 			return r
 		}},
 	{"stream-leader-partition", "the node that leads the stream cut off from the other nodes for 8 s (its clients stay connected)",
-		func(e *env) clusterRun {
+		false, func(e *env) clusterRun {
 			l := e.awaitStreamLeader()
 			k := slices.IndexFunc(e.cluster.Nodes, func(n *harness.NATS) bool { return n.Name() == l })
 			from := record.Now()
@@ -314,7 +421,7 @@ var clusterFaults = []clusterCase{
 			return single(from, record.Now(), l)
 		}},
 	{"graceful-after-failover", "SIGKILL of the stream leader's node; 1 s after the stream is back, the leading holder resigns",
-		func(e *env) clusterRun {
+		false, func(e *env) clusterRun {
 			n := e.cluster.Node(e.awaitStreamLeader())
 			from := record.Now()
 			e.mark(record.MarkNodeKill, "", n.Name()+": stream leader")
@@ -334,22 +441,23 @@ var clusterFaults = []clusterCase{
 
 func TestCluster(t *testing.T) {
 	for _, f := range clusterFaults {
-		for _, ttl := range clusterTTLs {
-			name := fmt.Sprintf("cluster-%s-ttl%v", f.name, ttl)
+		for _, c := range f.configs() {
+			name := clusterName(f, c)
 			t.Run(name, func(t *testing.T) {
-				short := f.name == "stream-leader-kill" && ttl == clusterTTLs[0]
+				short := f.name == "stream-leader-kill" && c == clusterConfigs[0]
 				if !short {
 					fullOnly(t)
 				}
-				testCluster(t, name, f.name, f.desc, ttl, rounds(1, 3), f.fault)
+				testCluster(t, name, f.name, f.desc, c, rounds(1, 3), f.fault)
 			})
 		}
 	}
 }
 
-func testCluster(t *testing.T, name, fault, desc string, ttl time.Duration, n int, strike clusterFault) {
+func testCluster(t *testing.T, name, fault, desc string, c clusterConfig, n int, strike clusterFault) {
 	e := newClusterEnv(t, name)
-	e.ttl, e.renew = ttl, 0 // the lease default: TTL/3
+	ttl := c.ttl
+	e.ttl, e.renew = ttl, c.renew // 0: the lease default, TTL/3
 	e.extra = []string{"-replicas", "3", "-isolation", "2s", "-max-ttl", ttl.String()}
 	e.startN(candidates)
 	e.current()
@@ -358,7 +466,7 @@ func testCluster(t *testing.T, name, fault, desc string, ttl time.Duration, n in
 	var runs []clusterRun
 	for range n {
 		e.current()
-		time.Sleep(jitter(ttl / 3))
+		time.Sleep(jitter(c.renewPeriod())) // anywhere in the renew period
 		runs = append(runs, strike(e))
 	}
 	ps.Stop()
@@ -374,16 +482,23 @@ func testCluster(t *testing.T, name, fault, desc string, ttl time.Duration, n in
 	slices.Sort(accepted)
 	var streamGaps, workGaps, beyond, graceful []time.Duration
 	handovers := 0
-	for _, r := range runs {
-		s, w := ps.streamGap(r), gapAround(accepted, r.from, r.to)
+	for i, r := range runs {
+		sFrom, sTo := ps.streamGap(r)
+		s, w := span(sFrom, sTo), span(gapAround(accepted, r.from, r.to))
 		streamGaps, workGaps, beyond = append(streamGaps, s), append(workGaps, w), append(beyond, w-s)
+		var hos []check.Handover
 		for _, ho := range res.Handovers {
 			if ho.To.Acquired >= r.from && ho.To.Acquired <= r.to {
-				handovers++
+				hos = append(hos, ho)
 				if ho.Cause == "release" {
 					graceful = append(graceful, ho.Latency)
 				}
 			}
+		}
+		handovers += len(hos)
+		t.Logf("%s: run %d: stream unavailable %s, workload gap %s, %d handovers", name, i+1, fmtMs(s), fmtMs(w), len(hos))
+		for _, ho := range hos {
+			t.Logf("%s: run %d: %s", name, i+1, explain(h, ho, r, [2]int64{sFrom, sTo}, ttl/10))
 		}
 	}
 	notes := ""
@@ -391,15 +506,53 @@ func testCluster(t *testing.T, name, fault, desc string, ttl time.Duration, n in
 		g := check.Summarize(graceful)
 		notes = fmt.Sprintf("graceful handover %s p50, %s max", fmtMs(g.P50), fmtMs(g.Max))
 	}
-	addFailover(report.Failover{Fault: fault, TTL: ttl, Runs: n, Stream: check.Summarize(streamGaps),
+	addFailover(report.Failover{Fault: fault, TTL: ttl, Renew: c.renew, Runs: n, Stream: check.Summarize(streamGaps),
 		Work: check.Summarize(workGaps), Beyond: check.Summarize(beyond), Handovers: handovers, Notes: notes})
 	causes := []string{string(record.MarkNodeKill), string(record.MarkNodeStop), string(record.MarkPartition)}
 	if fault == "graceful-after-failover" {
 		causes = []string{"release"}
 	}
-	e.finish(fmt.Sprintf("3-node cluster, TTL %v: %s", ttl, desc), n,
+	config := fmt.Sprintf("TTL %v", ttl)
+	if c.renew > 0 {
+		config += fmt.Sprintf(", renew interval %v", c.renew)
+	}
+	e.finish(fmt.Sprintf("3-node cluster, %s: %s", config, desc), n,
 		fmt.Sprintf("stream unavailable %s, workload gap %s (max over runs)", fmtMs(check.Summarize(streamGaps).Max),
 			fmtMs(check.Summarize(workGaps).Max)), causes...)
 }
 
 func fmtMs(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+
+func TestGapAround(t *testing.T) {
+	ts := []int64{10, 20, 50, 55, 100}
+	for _, tc := range []struct {
+		from, to, start, end int64
+	}{
+		{15, 60, 20, 50},    // counted from the last time before from
+		{0, 120, 55, 100},   // the longest of the gaps
+		{60, 200, 100, 200}, // a silence up to to
+		{0, 5, 0, 5},        // nothing before from
+	} {
+		start, end := gapAround(ts, tc.from, tc.to)
+		require.Equal(t, [2]int64{tc.start, tc.end}, [2]int64{start, end}, "gapAround(%d, %d)", tc.from, tc.to)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	const s = int64(time.Second)
+	from := check.Tenure{Lease: "l", Proc: "h1", Token: 1, ValidUntil: 113 * s / 10, WorkStop: 99 * s / 10}
+	to := check.Tenure{Lease: "l", Proc: "h2", Token: 2, Acquired: 14 * s, WorkStart: 14*s + s/100}
+	h := record.History{Ops: []record.Op{
+		{Proc: "h1", Lease: "l", Type: record.OpRenew, Token: 1, Call: -s, Return: -s + s/100, Result: record.ResultOK},
+		{Proc: "h1", Lease: "l", Type: record.OpRenew, Token: 1, Call: s, Return: 6 * s, Result: record.ResultUnknown,
+			Err: "timeout"},
+		{Proc: "h1", Lease: "l", Type: record.OpRenew, Token: 2, Call: 2 * s, Return: 3 * s, Result: record.ResultOK},
+		{Proc: "h2", Lease: "l", Type: record.OpAcquire, Token: 0, Call: 13 * s, Return: 14 * s, Result: record.ResultOK},
+	}}
+	got := explain(h, check.Handover{Lease: "l", From: from, To: to, Cause: "expiry"}, single(0, 20*s, "n1"),
+		[2]int64{s / 2, 7 * s}, 1500*time.Millisecond)
+	require.Equal(t, "handover h1 (token 1) to h2 (token 2), cause expiry; from the fault: last renewal that succeeded "+
+		"called -1000 ms; then renew call +1000 ms return +6000 ms unknown (timeout); validity until +11300 ms, renew "+
+		"deadline +9800 ms, workload stopped +9900 ms; stream unavailable from +500 ms to +7000 ms; new tenure acquired "+
+		"+14000 ms, workload started +14010 ms", got)
+}

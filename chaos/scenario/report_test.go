@@ -38,8 +38,8 @@ func writeReport(path string) error {
 		"singleton-kill", "singleton-pause", "singleton-graceful",
 		"shard-kill-rebalance", "shard-pause-3x-ttl", "shard-partition-3x-ttl"}
 	for _, f := range clusterFaults {
-		for _, ttl := range clusterTTLs {
-			order = append(order, fmt.Sprintf("cluster-%s-ttl%v", f.name, ttl))
+		for _, c := range f.configs() {
+			order = append(order, clusterName(f, c))
 		}
 	}
 	slices.SortStableFunc(fs, func(a, b report.Failover) int {
@@ -48,7 +48,10 @@ func writeReport(path string) error {
 		if ia != ib {
 			return ia - ib
 		}
-		return int(a.TTL - b.TTL)
+		if a.TTL != b.TTL {
+			return int(a.TTL - b.TTL)
+		}
+		return int(a.Renew - b.Renew)
 	})
 	slices.SortStableFunc(rs, func(a, b report.Row) int {
 		ia, ib := slices.Index(order, a.Scenario), slices.Index(order, b.Scenario)
@@ -170,9 +173,13 @@ const failoverHeader = `
 
 A 3-node JetStream cluster (nats-server 2.15.2 in three processes, every
 route through a proxy), a bucket with three replicas, three holders
-connected to every node, with the lease's default renew interval (TTL/3)
-and natsstore's default isolation timeout (2 s). Each fault is measured at
-TTL 3 s and 10 s: **stream unavailable** is the longest gap between the
+connected to every node, with natsstore's default isolation timeout (2 s).
+Each fault is measured at TTL 3 s and 10 s with the lease's default renew
+interval (TTL/3); the stream leader's kill, the kill of the leading
+holder's server and the rolling restart also at TTL 15 s with a renew
+interval of 2 s (the TTL column says so), the configuration
+[tuning.md](tuning.md#choosing) recommends for riding out a stream
+leader's election. **Stream unavailable** is the longest gap between the
 successful writes of a probe writing to the bucket every 20 ms through a
 node the fault spared; **workload gap** is the longest gap between the
 leader's accepted fenced writes (every 10 ms); **beyond the stream's** is
