@@ -160,7 +160,7 @@ func (b *jsBucket) Watch(ctx context.Context, filter string) (jetstream.KeyWatch
 	if w.silence > 0 {
 		w.quiet = time.AfterFunc(w.silence, func() {
 			w.end(fmt.Errorf("the watch's consumer sent nothing for %v, not even its heartbeat (every %v): "+
-				"it was lost with its server or in a stream leader change", w.silence, hb))
+				"it was lost with its server or in a stream leader change, or deleted", w.silence, hb))
 		})
 	}
 	return w, nil
