@@ -3,6 +3,7 @@ package natsstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,6 +51,29 @@ func moveStreamLeader(t *testing.T, nc *nats.Conn, c *natstest.Cluster, to *nats
 	}, 30*time.Second, 100*time.Millisecond, "the stream leader did not move to %s", to.Name())
 }
 
+// watchHostedAway watches "job" through s until the watch's consumer lives
+// on a server other than the ones in avoid (the server places it at random,
+// and the stream's leader may move), and returns the watch and that server.
+func watchHostedAway(t *testing.T, s *natsstore.Store, js jetstream.JetStream, c *natstest.Cluster,
+	avoid ...*natstest.Server) (<-chan lease.Event, *natstest.Server) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		require.Less(t, attempt, 50, "every consumer landed on a server to avoid")
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		events, err := s.Watch(ctx, "job")
+		require.NoError(t, err)
+		hosts := consumerHosts(t, js, c)
+		require.Len(t, hosts, 1)
+		if !slices.Contains(avoid, hosts[0]) {
+			return events, hosts[0]
+		}
+		cancel()
+		require.Eventually(t, func() bool { return len(consumerHosts(t, js, c)) == 0 }, 10*time.Second,
+			10*time.Millisecond, "the watch's consumer was not deleted")
+	}
+}
+
 // renewAgain renews l until it succeeds, each attempt bounded like a
 // watchdog's, for at most 45 s (a hang guard).
 func renewAgain(t *testing.T, s *natsstore.Store, l lease.Lease) lease.Lease {
@@ -70,7 +94,8 @@ func renewAgain(t *testing.T, s *natsstore.Store, l lease.Lease) lease.Lease {
 
 // The stream leader's server stops. A watcher connected to another server,
 // whose watch's consumer lived on the stopped one, keeps its connection:
-// only its liveness check can tell that the watch is dead. A watcher
+// only its checks (its consumer's missing heartbeats, a read of the key)
+// can tell that the watch is dead. A watcher
 // connected to the stopped server re-creates its watch after reconnecting.
 // Both see a release made right after the stream recovers before a
 // standby's poll would.
@@ -90,26 +115,7 @@ func TestWatchFollowsStreamLeaderStop(t *testing.T) {
 	stayCfg.WatchCheckInterval = 250 * time.Millisecond
 	stayCfg.OnEvent = rec.on
 	stay := dial(t, home.ClientURL(), stayCfg)
-	var (
-		stayEvents <-chan lease.Event
-		host       *natstest.Server
-	)
-	for attempt := 0; host == nil; attempt++ {
-		require.Less(t, attempt, 30, "every consumer landed on the watcher's own server")
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		events, err := stay.Watch(ctx, "job")
-		require.NoError(t, err)
-		hosts := consumerHosts(t, js, c)
-		require.Len(t, hosts, 1)
-		if hosts[0] != home {
-			stayEvents, host = events, hosts[0]
-			break
-		}
-		cancel()
-		require.Eventually(t, func() bool { return len(consumerHosts(t, js, c)) == 0 }, 10*time.Second,
-			10*time.Millisecond, "the watch's consumer was not deleted")
-	}
+	stayEvents, host := watchHostedAway(t, stay, js, c, home)
 	awaitEvent(t, stayEvents, lease.EventHeld, l.Revision)
 
 	moving := dial(t, host.ClientURL(), cfg)

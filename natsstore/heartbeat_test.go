@@ -128,28 +128,9 @@ func TestWatchNoticesItsConsumersServerStop(t *testing.T) {
 	watchCfg.WatchCheckInterval = 250 * time.Millisecond
 	watchCfg.OnEvent = rec.on
 	watcher := dial(t, home.ClientURL(), watchCfg)
-	// The watch is made again until its consumer lives on a server that
-	// neither is the watcher's nor leads the stream.
-	var (
-		events <-chan lease.Event
-		host   *natstest.Server
-	)
-	for attempt := 0; host == nil; attempt++ {
-		require.Less(t, attempt, 50, "no consumer landed on a third server")
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		ev, err := watcher.Watch(ctx, "job")
-		require.NoError(t, err)
-		hosts := consumerHosts(t, js, c)
-		require.Len(t, hosts, 1)
-		if hosts[0] != home && hosts[0] != c.StreamLeader("$G", bucketStream) {
-			events, host = ev, hosts[0]
-			break
-		}
-		cancel()
-		require.Eventually(t, func() bool { return len(consumerHosts(t, js, c)) == 0 }, 10*time.Second,
-			10*time.Millisecond, "the watch's consumer was not deleted")
-	}
+	// The watch's consumer must live on a server that neither is the
+	// watcher's nor leads the stream.
+	events, host := watchHostedAway(t, watcher, js, c, home, c.StreamLeader("$G", bucketStream))
 	awaitEvent(t, events, lease.EventHeld, l.Revision)
 
 	host.Shutdown()

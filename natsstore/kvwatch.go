@@ -128,7 +128,13 @@ func (b *jsBucket) Watch(ctx context.Context, filter string) (jetstream.KeyWatch
 	if err != nil {
 		return nil, err
 	}
-	w.sub.SetClosedHandler(func(string) { close(w.updates) })
+	// The subscription's goroutine calls this last, after the handler;
+	// mu keeps it after the creation's nil too.
+	w.sub.SetClosedHandler(func(string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		close(w.updates)
+	})
 	resp, err := b.nc.RequestWithContext(ctx, b.api+"CONSUMER.CREATE."+b.stream+"."+w.name+"."+subject, body)
 	if err == nil {
 		var created consumerCreated

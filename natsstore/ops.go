@@ -490,41 +490,67 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 	return ack, err
 }
 
-// sendWrite publishes m within actx. For a replicated bucket, it sends m again
-// when the stream does not answer within resendAfter or has no responder
-// (resendPause later): a write that reaches a stream without a leader (an
-// election takes 4 to 9 s after the old leader is lost) is dropped, not
-// queued for the next leader, so only a new copy lands once the stream has
-// a leader again. The copies are one message, with one nonce and one
-// expected revision: at most one of them lands. A conflict after a copy went
-// unanswered may mean that the first one landed: it is reported as
-// errResent, which the caller resolves by reading the key back.
+// sendWrite publishes m within actx, sending it again as resending says: a
+// write that reaches a stream without a leader (an election takes 4 to 9 s
+// after the old leader is lost) is dropped, not queued for the next leader,
+// so only a new copy lands once the stream has a leader again. The copies
+// are one message, with one nonce and one expected revision: at most one of
+// them lands. A conflict after a copy went unanswered may mean that the
+// first one landed: it is reported as errResent, which the caller resolves
+// by reading the key back.
 func (s *Store) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if !s.replicated() {
-		return s.kv.PublishMsg(actx, m, opts...)
+	var ack *jetstream.PubAck
+	resent, err := s.resending(actx, func(sctx context.Context) (err error) {
+		ack, err = s.kv.PublishMsg(sctx, m, opts...)
+		return err
+	})
+	if resent && isConflict(err) {
+		return nil, fmt.Errorf("%w: %w", errResent, err)
 	}
-	resent := false // a copy went unanswered: it may land yet
+	return ack, err
+}
+
+// getLast reads the last message of subject within actx, asking again as
+// resending says: a read that reaches a stream without a leader is dropped
+// too, and a standby's Acquire sent during an election would otherwise wait
+// for its whole deadline after the stream is back, missing the release its
+// watch reports meanwhile.
+func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	var m *jetstream.RawStreamMsg
+	_, err := s.resending(actx, func(sctx context.Context) (err error) {
+		m, err = s.kv.GetLastMsgForSubject(sctx, subject)
+		return err
+	})
+	return m, err
+}
+
+// resending calls try within actx, once for a bucket of one replica. For a
+// replicated bucket it calls it again when the stream does not answer within
+// resendAfter, or at once (resendPause later) when the stream has no leader
+// to answer; resent tells whether a call went unanswered.
+func (s *Store) resending(actx context.Context, try func(context.Context) error) (resent bool, err error) {
+	if !s.replicated() {
+		return false, try(actx)
+	}
 	for {
 		sctx, cancel := context.WithTimeout(actx, resendAfter)
-		ack, err := s.kv.PublishMsg(sctx, m, opts...)
+		err := try(sctx)
 		unanswered := err != nil && sctx.Err() != nil && actx.Err() == nil
 		cancel()
 		switch {
 		case err == nil:
-			return ack, nil
-		case resent && isConflict(err):
-			return nil, fmt.Errorf("%w: %w", errResent, err)
+			return resent, nil
 		case unanswered:
 			resent = true
 			continue
 		case !noLeader(err):
-			return ack, err
+			return resent, err
 		}
 		t := time.NewTimer(resendPause)
 		select {
 		case <-actx.Done():
 			t.Stop()
-			return ack, err
+			return resent, err
 		case <-t.C:
 		}
 	}
@@ -541,11 +567,11 @@ func noLeader(err error) bool {
 }
 
 const (
-	// resendAfter is how long sendWrite waits for the answer to a write to a
-	// replicated bucket before it sends the write again.
+	// resendAfter is how long a write or a read of a replicated bucket waits
+	// for its answer before it is sent again (Store.resending).
 	resendAfter = 500 * time.Millisecond
-	// resendPause is how long sendWrite waits before it sends a write again
-	// that found no responder.
+	// resendPause is how long one waits before it is sent again when it
+	// found no responder.
 	resendPause = 50 * time.Millisecond
 )
 
@@ -568,7 +594,7 @@ func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jets
 	rctx := g.ctx
 	top := s.keyTop(key) // before the request: the server had it then
 	mark := s.markRead()
-	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+key)
+	m, err := s.getLast(rctx, s.subject+key)
 	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
 	}
