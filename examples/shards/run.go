@@ -315,12 +315,15 @@ func run(ctx context.Context, o options) (*summary, error) {
 func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, shards []string, sum *summary,
 	start func() (string, error), child func(string) *demo.Child) error {
 	var live []string
-	var before map[string]string
+	first := true
 	// change makes a change of the fleet, then waits until it is balanced.
 	change := func(what string, limit time.Duration, do func() error) error {
 		log.Info("▶ " + what)
+		// Where the shards run now, not where they ran when the last step
+		// was judged balanced: a member may have taken its share since.
 		rec.Mu.Lock()
 		starts := rec.starts()
+		before, _ := rec.table(shards)
 		rec.Mu.Unlock()
 		began := time.Now()
 		if err := do(); err != nil {
@@ -337,7 +340,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 		st.moved = rec.starts() - starts
 		rec.Mu.Unlock()
 		st.least = -1 // the fleet forms: instances start one after another
-		if before != nil {
+		if !first {
 			st.least = shard.MinMoves(shards, live, before)
 			for _, n := range before {
 				if !slices.Contains(live, n) {
@@ -345,7 +348,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 				}
 			}
 		}
-		before = st.table
+		first = false
 		sum.steps = append(sum.steps, st)
 		st.print(o.out, shards)
 		return err
@@ -369,7 +372,10 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 		return err
 	}
 
-	victim := busiest(before, live)
+	rec.Mu.Lock()
+	now, _ := rec.table(shards)
+	rec.Mu.Unlock()
+	victim := busiest(now, live)
 	if err := change("SIGKILL "+victim+": its shards move once their leases expire", o.ttl+10*time.Second, func() error {
 		c := child(victim)
 		rec.kill(victim, time.Now())
