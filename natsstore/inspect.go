@@ -30,8 +30,7 @@ func (s *Store) Read(ctx context.Context, leaseID string) (lease.Observation, er
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	sent := s.markRead()
-	m, err := s.kv.GetLastMsgForSubject(rctx, s.subject+leaseID)
+	m, sent, err := s.getLast(rctx, s.subject+leaseID)
 	o := lease.Observation{LeaseID: leaseID, Seen: time.Now()}
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):

@@ -92,8 +92,8 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
-				readAt = s.markRead()
-				m, rerr := s.read(ctx, deadline, c.LeaseID)
+				m, mark, rerr := s.readMarked(ctx, deadline, c.LeaseID)
+				readAt = mark
 				if rerr != nil {
 					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
 				}
@@ -110,8 +110,8 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			}
 		}
 		if last == nil {
-			readAt = s.markRead()
-			m, err := s.read(ctx, deadline, c.LeaseID)
+			m, mark, err := s.readMarked(ctx, deadline, c.LeaseID)
+			readAt = mark
 			if err != nil {
 				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
@@ -240,8 +240,7 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w: revision %d is %s",
 			l.ID, l.OwnerID, l.Term, l.Token, lease.ErrLost, l.Revision, why)
 	}
-	sent := s.markRead()
-	m, err := s.read(ctx, deadline, l.ID)
+	m, sent, err := s.readMarked(ctx, deadline, l.ID)
 	if err != nil {
 		return 0, 0, s.failOp(ctx, deadline, op+" "+l.ID, err)
 	}
@@ -510,18 +509,23 @@ func (s *Store) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.Pu
 	return ack, err
 }
 
-// getLast reads the last message of subject within actx, asking again as
+// getLast reads the last message of subject within actx, and returns the
+// mark of the request that was answered, asking again as
 // resending says: a read that reaches a stream without a leader is dropped
 // too, and a standby's Acquire sent during an election would otherwise wait
 // for its whole deadline after the stream is back, missing the release its
 // watch reports meanwhile.
-func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	var m *jetstream.RawStreamMsg
+func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStreamMsg, readMark, error) {
+	var (
+		m    *jetstream.RawStreamMsg
+		mark readMark
+	)
 	_, err := s.resending(actx, func(sctx context.Context) (err error) {
+		mark = s.markRead()
 		m, err = s.kv.GetLastMsgForSubject(sctx, subject)
 		return err
 	})
-	return m, err
+	return m, mark, err
 }
 
 // resending calls try within actx, once for a bucket of one replica. For a
@@ -589,17 +593,24 @@ func (s *Store) linkLost(rctx context.Context) bool {
 // read returns the key's last message, or an empty message (Sequence 0) when
 // the subject has none.
 func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, error) {
+	m, _, err := s.readMarked(ctx, deadline, key)
+	return m, err
+}
+
+// readMarked is read, which also returns when and on which connection the
+// request that was answered was sent (the call may send it more than once),
+// for Store.current.
+func (s *Store) readMarked(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
 	g := s.guard(ctx, deadline, 4)
 	defer g.end()
 	rctx := g.ctx
 	top := s.keyTop(key) // before the request: the server had it then
-	mark := s.markRead()
-	m, err := s.getLast(rctx, s.subject+key)
+	m, mark, err := s.getLast(rctx, s.subject+key)
 	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
 	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return &jetstream.RawStreamMsg{}, nil
+		return &jetstream.RawStreamMsg{}, mark, nil
 	}
 	if err == nil && m != nil && m.Sequence != 0 {
 		if m.Sequence < top {
@@ -608,13 +619,13 @@ func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jets
 			// leader cut off from its cluster, which answers from what it
 			// has until it steps down.
 			if err := s.current(ctx, deadline, "read "+key, mark); err != nil {
-				return nil, err
+				return nil, mark, err
 			}
-			return nil, s.regressed(key, top, m.Sequence)
+			return nil, mark, s.regressed(key, top, m.Sequence)
 		}
 		s.sawRevision(m.Sequence)
 	}
-	return m, err
+	return m, mark, err
 }
 
 func orNotFound(m *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
