@@ -27,13 +27,7 @@ func TestIsolatedStreamLeaderReadsAreNotTrusted(t *testing.T) {
 	dial(t, c.ClientURL(), natsstore.Config{Replicas: 3}) // creates the bucket
 	leader := c.StreamLeader("$G", bucketStream)
 	require.NotNil(t, leader)
-	var other *natstest.Server
-	for _, s := range c.Servers {
-		if s != leader {
-			other = s
-			break
-		}
-	}
+	other := serverOtherThan(c, leader)
 	holder := dial(t, other.ClientURL(), natsstore.Config{Replicas: 3, IsolationTimeout: -1},
 		natsstore.DialOptions{Name: "holder"})
 	standby := dial(t, leader.ClientURL(), natsstore.Config{Replicas: 3, IsolationTimeout: -1},
@@ -94,13 +88,7 @@ func TestIsolatedStreamLeaderIsNoSequenceRegression(t *testing.T) {
 	dial(t, c.ClientURL(), natsstore.Config{Replicas: 3}) // creates the bucket
 	leader := c.StreamLeader("$G", bucketStream)
 	require.NotNil(t, leader)
-	var other *natstest.Server
-	for _, s := range c.Servers {
-		if s != leader {
-			other = s
-			break
-		}
-	}
+	other := serverOtherThan(c, leader)
 	holder := dial(t, other.ClientURL(), natsstore.Config{Replicas: 3, IsolationTimeout: -1},
 		natsstore.DialOptions{Name: "holder"})
 	proxy := natstest.StartProxy(t, other.ClientURL())
@@ -147,13 +135,7 @@ func TestRenewOutlastsAStreamLeaderElection(t *testing.T) {
 	dial(t, c.ClientURL(), natsstore.Config{Replicas: 3}) // creates the bucket
 	leader := c.StreamLeader("$G", bucketStream)
 	require.NotNil(t, leader)
-	var other *natstest.Server
-	for _, s := range c.Servers {
-		if s != leader {
-			other = s
-			break
-		}
-	}
+	other := serverOtherThan(c, leader)
 	holder := dial(t, other.ClientURL(), natsstore.Config{Replicas: 3, IsolationTimeout: -1},
 		natsstore.DialOptions{Name: "holder"})
 	l := mustAcquire(t, holder, lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-a", TTL: time.Minute})
@@ -179,13 +161,7 @@ func TestReadOutlastsAStreamLeaderElection(t *testing.T) {
 	l := mustAcquire(t, holder, lease.Claim{LeaseID: "job", OwnerID: "owner-a", Term: "term-a", TTL: time.Minute})
 	leader := c.StreamLeader("$G", bucketStream)
 	require.NotNil(t, leader)
-	var other *natstest.Server
-	for _, s := range c.Servers {
-		if s != leader {
-			other = s
-			break
-		}
-	}
+	other := serverOtherThan(c, leader)
 	reader := dial(t, other.ClientURL(), natsstore.Config{Replicas: 3, Timeout: time.Minute, IsolationTimeout: -1},
 		natsstore.DialOptions{Name: "reader"})
 
@@ -200,4 +176,14 @@ func TestReadOutlastsAStreamLeaderElection(t *testing.T) {
 	assert.Equal(t, l.Token, o.Holder.Token)
 	// An election takes 4 to 9 s: far less than the call's minute.
 	assert.Less(t, time.Since(begin), 30*time.Second)
+}
+
+// serverOtherThan returns a server of c other than not.
+func serverOtherThan(c *natstest.Cluster, not *natstest.Server) *natstest.Server {
+	for _, s := range c.Servers {
+		if s != not {
+			return s
+		}
+	}
+	return nil
 }
