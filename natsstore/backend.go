@@ -37,7 +37,7 @@ type jsBucket struct {
 	stream        string        // "KV_<bucket>"
 	pre           string        // "$KV.<bucket>."
 	heartbeat     time.Duration // the consumers' idle heartbeat interval
-	checked       bool          // a watch silent for two heartbeats ends
+	silence       time.Duration // a watch that receives nothing for this long ends; 0: never
 	deleteTimeout time.Duration // bounds a consumer's delete
 }
 

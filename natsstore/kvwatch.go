@@ -25,12 +25,12 @@ const (
 // does, so that it sees what nats.go keeps to itself: the consumer's idle
 // heartbeats. It delivers the last entry of each key the filter matches, a
 // nil entry once those are all delivered, and then every change. It answers
-// the consumer's flow control, and it ends, with the reason in Err, when
-// the consumer falls silent for two heartbeat intervals (a consumer lost
-// with its server, or in a stream leader change, sends nothing at all) or
-// skips a delivery (see ended): the store then makes a new watch, which
-// reports each key's state again. nats.go's watch instead re-creates its consumer by
-// itself after 10 s of silence and says nothing.
+// the consumer's flow control, and it ends, saying why (ended), when the
+// consumer falls silent for two heartbeat intervals (a consumer lost with
+// its server, or in a stream leader change, sends nothing at all) or skips
+// a delivery: the store then makes a new watch, which reports each key's
+// state again. nats.go's watch instead re-creates its consumer by itself
+// after 10 s of silence and says nothing.
 type consumerWatch struct {
 	nc      *nats.Conn
 	api     string // the JetStream API prefix, ending with '.'
@@ -70,15 +70,17 @@ type consumerCreated struct {
 	NumPending uint64              `json:"num_pending"`
 }
 
-// watchHeartbeat is the idle heartbeat interval of the store's watch
-// consumers: half the liveness check interval, so that a watch silent for a
-// check interval is dead.
-func (c Config) watchHeartbeat() time.Duration {
+// watchHeartbeat returns the idle heartbeat interval of the store's watch
+// consumers, half the liveness check interval, and how long a watch may
+// receive nothing before it counts as dead: two intervals, or never when
+// the checks are disabled.
+func (c Config) watchHeartbeat() (hb, silence time.Duration) {
 	check := c.watchCheck()
 	if check == 0 {
-		return maxWatchHeartbeat
+		return maxWatchHeartbeat, 0
 	}
-	return min(max(check/2, minWatchHeartbeat), maxWatchHeartbeat)
+	hb = min(max(check/2, minWatchHeartbeat), maxWatchHeartbeat)
+	return hb, 2 * hb
 }
 
 // Watch implements keyValue: it watches the keys filter matches (a key, or
@@ -95,10 +97,8 @@ func (b *jsBucket) Watch(ctx context.Context, filter string) (jetstream.KeyWatch
 		updates: make(chan jetstream.KeyValueEntry, 256),
 		done:    make(chan struct{}),
 	}
-	hb := b.heartbeat
-	if b.checked {
-		w.silence = 2 * hb
-	}
+	hb, silence := b.heartbeat, b.silence
+	w.silence = silence
 	subject := b.pre + filter
 	inbox := b.nc.NewInbox()
 	body, err := json.Marshal(consumerCreate{Stream: b.stream, Config: nats.ConsumerConfig{
@@ -151,11 +151,7 @@ func (b *jsBucket) Watch(ctx context.Context, filter string) (jetstream.KeyWatch
 		_ = w.sub.Unsubscribe()
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			// The server may create the consumer after all: delete it.
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-				defer cancel()
-				_, _ = w.nc.RequestWithContext(ctx, w.api+"CONSUMER.DELETE."+w.stream+"."+w.name, nil)
-			}()
+			go func() { _ = w.deleteConsumer() }()
 		}
 		return nil, err
 	}
@@ -311,6 +307,12 @@ func (w *consumerWatch) Updates() <-chan jetstream.KeyValueEntry { return w.upda
 // to the store's timeout.
 func (w *consumerWatch) Stop() error {
 	w.close()
+	return w.deleteConsumer()
+}
+
+// deleteConsumer deletes the watch's consumer, waiting for the answer up to
+// the store's timeout.
+func (w *consumerWatch) deleteConsumer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
 	_, err := w.nc.RequestWithContext(ctx, w.api+"CONSUMER.DELETE."+w.stream+"."+w.name, nil)

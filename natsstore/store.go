@@ -154,6 +154,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 
 	name := cfg.bucket()
 	prefix := apiPrefix(js)
+	heartbeat, silence := cfg.watchHeartbeat()
 	s := &Store{
 		cfg:     cfg,
 		log:     log.With("bucket", name),
@@ -167,8 +168,8 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 			bucket:        name,
 			stream:        "KV_" + name,
 			pre:           "$KV." + name + ".",
-			heartbeat:     cfg.watchHeartbeat(),
-			checked:       cfg.watchCheck() > 0,
+			heartbeat:     heartbeat,
+			silence:       silence,
 			deleteTimeout: cfg.timeout(),
 		},
 		js:          js,

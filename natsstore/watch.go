@@ -171,33 +171,15 @@ func failFastConn(ctx context.Context, nc *nats.Conn, fn func(context.Context) e
 	return failFast(ctx, nc, fn)
 }
 
-// keyWatch is one KV watch and the context its subscription lives by.
+// keyWatch is one KV watch.
 type keyWatch struct {
 	jetstream.KeyWatcher
-	cancel context.CancelFunc
 }
 
-// stop ends the watch: it deletes the watch's consumer (a request, which
-// waits for its timeout when the server does not answer) and then drains
-// its updates, so that a delivery blocked on the full channel can finish and
-// the subscription can close. It can block for as long as bound: call it
-// through Store.retire.
-func (w *keyWatch) stop(bound time.Duration) {
-	_ = w.Stop()
-	w.cancel()
-	timer := time.NewTimer(bound)
-	defer timer.Stop()
-	for {
-		select {
-		case _, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-		case <-timer.C:
-			return
-		}
-	}
-}
+// stop ends the watch: its updates close, and it deletes the watch's
+// consumer (a request, which waits for the store's timeout when the server
+// does not answer). Call it through Store.retire.
+func (w *keyWatch) stop() { _ = w.Stop() }
 
 // retire stops w in the background. The goroutine counts among the store's
 // (Close waits for it and reports it when it does not end), so the caller
@@ -208,7 +190,7 @@ func (s *Store) retire(w *keyWatch) {
 	go func() {
 		defer s.watches.Done()
 		defer s.running.Add(-1)
-		w.stop(s.cfg.timeout())
+		w.stop()
 	}()
 }
 
@@ -219,10 +201,10 @@ var errCreateTimeout = errors.New("natsstore: creating the watch took too long")
 // s.watches. The creation is bounded by limit,
 // by every context in bounds and by the connection: a watch requested while
 // the connection is lost is abandoned at once. The watch itself lives until
-// it is stopped (nats.go ties the subscription to the context it is created
-// with, so neither the bound nor the bounds can be that context).
+// it is stopped.
 func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Context) (*keyWatch, error) {
 	wctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	timer := time.AfterFunc(limit, func() { cancel(errCreateTimeout) })
 	stops := []func() bool{timer.Stop}
 	for _, b := range bounds {
@@ -238,13 +220,12 @@ func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Co
 	for _, stop := range stops {
 		intime = stop() && intime
 	}
-	kw := &keyWatch{KeyWatcher: w, cancel: func() { cancel(nil) }}
+	kw := &keyWatch{KeyWatcher: w}
 	if err == nil && !intime {
 		s.retire(kw)
 		err = context.Cause(wctx)
 	}
 	if err != nil {
-		cancel(nil)
 		if cause := context.Cause(wctx); cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
