@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,8 +70,10 @@ func runDemo(t *testing.T, o options, out *demo.Buffer) *summary {
 	assert.Equal(t, 6, sum.Pairs)
 	assert.True(t, sum.Increasing, "tokens %v", sum.Tokens)
 	assert.Zero(t, sum.LateAccepted)
-	require.NotEmpty(t, sum.Rejected, "the late write must be rejected")
-	assert.True(t, sum.Rejected[0].req.Late)
+	// The thawed leader's late write is rejected; a write its workload had
+	// in flight when it froze may be rejected before it.
+	require.True(t, slices.ContainsFunc(sum.Rejected, func(r writeRec) bool { return r.req.Late }),
+		"the late write must be rejected: %v", sum.Rejected)
 	for _, h := range sum.Handovers {
 		took := between(h.Trigger, h.Acquired)
 		switch h.Kind {
