@@ -498,6 +498,12 @@ func TestRequestTakenBeforeAStepDownIsAnswered(t *testing.T) {
 	})
 	token := a.leading(t)
 	c := r.client(singleton.ClientConfig{})
+	// A first request makes sure that the leader serves: its subscription
+	// reaches the server a little after it leads, and a request sent before
+	// is sent again (make test under load saw 2 attempts below).
+	_, err := c.Request(ctxFor(t, 5*time.Second), nil)
+	require.NoError(t, err)
+	<-started
 	type result struct {
 		rep *singleton.Reply
 		err error
