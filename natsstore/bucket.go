@@ -284,8 +284,27 @@ func createBucket(ctx context.Context, js jetstream.JetStream, cfg Config, f buc
 		sc.AllowMsgTTL = true
 		sc.SubjectDeleteMarkerTTL = cfg.markerTTL()
 	}
-	_, err := js.CreateStream(ctx, sc)
-	return err
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		_, err := js.CreateStream(ctx, sc)
+		if !storeFailed(err) || wait > time.Second {
+			return err
+		}
+		// The server is still removing the files of a stream of this name
+		// deleted a moment ago (`nats kv rm` just before a Dial): it
+		// refuses the creation with a 500 for a few milliseconds.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// storeFailed reports whether err is the server's "error creating store for
+// stream", which it answers while a deleted stream's files are being removed.
+func storeFailed(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStreamStoreFailed
 }
 
 // bucketProblems lists what makes a stream configuration unsafe for leases;

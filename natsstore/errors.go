@@ -452,6 +452,10 @@ func connectError(urls string, certRequested bool, err error) error {
 // without a size limit in an account with max_bytes_required.
 const jsErrMaxBytesRequired = 10113
 
+// jsErrStreamStoreFailed is the JetStream API error "error creating store
+// for stream".
+const jsErrStreamStoreFailed = 10049
+
 // openError adds what an error of opening a store means for its
 // configuration: an account that requires a bucket size limit is a
 // *lease.FieldError for Config.MaxBytes.

@@ -84,9 +84,8 @@ func TestRecreatedByHandIsDetected(t *testing.T) {
 		require.NoError(t, s.Release(ctxT(t), held))
 	}
 	require.NoError(t, js.DeleteKeyValue(ctxT(t), "by_hand"))
-	_, err := js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "by_hand", History: 1,
+	recreateByHand(t, js, jetstream.KeyValueConfig{Bucket: "by_hand", History: 1,
 		Storage: jetstream.FileStorage, LimitMarkerTTL: time.Minute})
-	require.NoError(t, err)
 
 	a, err := s.Acquire(ctxT(t), claim("job", "owner-b"))
 	require.ErrorIs(t, err, lease.ErrStoreConfig, "token %d after %d", a.Lease.Token, held.Token)
@@ -106,10 +105,20 @@ func TestTTLRefusedIsAConfigError(t *testing.T) {
 	_, js := conn(t, srv.ClientURL())
 	held := mustAcquire(t, s, claim("job", "owner-a"))
 	require.NoError(t, js.DeleteKeyValue(ctxT(t), "no_ttl_later"))
-	_, err := js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "no_ttl_later", History: 1,
+	recreateByHand(t, js, jetstream.KeyValueConfig{Bucket: "no_ttl_later", History: 1,
 		Storage: jetstream.FileStorage})
-	require.NoError(t, err)
-	_, err = s.Renew(ctxT(t), held)
+	_, err := s.Renew(ctxT(t), held)
 	require.ErrorIs(t, err, lease.ErrStoreConfig)
 	require.NotErrorIs(t, err, lease.ErrUnavailable)
+}
+
+// recreateByHand creates a bucket just deleted, as `nats kv add` would. For
+// a few milliseconds after a delete the server refuses with "error creating
+// store for stream" while it removes the old files; a user retries.
+func recreateByHand(t *testing.T, js jetstream.JetStream, cfg jetstream.KeyValueConfig) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := js.CreateKeyValue(ctxT(t), cfg)
+		assert.NoError(c, err)
+	}, 5*time.Second, 20*time.Millisecond)
 }
