@@ -123,11 +123,13 @@ func (s *Store) check(ctx context.Context) error {
 		if !ok {
 			deadline = time.Now().Add(s.cfg.timeout())
 		}
-		if err := s.current(ctx, deadline, "check bucket "+s.bucket, mark); err != nil {
+		what := "check bucket " + s.bucket
+		if err := s.current(ctx, deadline, what, mark); err != nil {
 			return err
 		}
-		return s.regressed("", top, f.lastSeq)
+		return s.regressedRead(what, "", top, f.lastSeq)
 	}
+	s.freshRead("")
 	s.sawRevision(f.lastSeq)
 	if problems := bucketProblems(f.cfg); len(problems) > 0 {
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,

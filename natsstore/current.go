@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -136,10 +135,10 @@ func (s *Store) unconfirmed(ctx context.Context, what string, sent time.Time, wh
 	return err
 }
 
-// streamView asks for the bucket's stream information. An answer that is
-// not a clustered stream's (the bucket is gone, JetStream is not
-// clustered) has a nil Cluster and no Error: reads are then not the
-// leader's to confirm.
+// streamView asks for the bucket's stream information. An answer of a
+// stream that is not clustered has a nil Cluster and no Error: reads are
+// then not the leader's to confirm. An error answer (no leader, the bucket
+// gone) confirms nothing: leadsAt asks again.
 func (s *Store) streamView(ctx context.Context, deadline time.Time) (streamView, error) {
 	g := s.guard(ctx, deadline, 2)
 	defer g.end()
@@ -149,10 +148,7 @@ func (s *Store) streamView(ctx context.Context, deadline time.Time) (streamView,
 	}
 	var v streamView
 	if err := json.Unmarshal(resp.Data, &v); err != nil {
-		return streamView{}, nil
-	}
-	if v.Error != nil && v.Error.Code != http.StatusServiceUnavailable {
-		return streamView{}, nil
+		return streamView{}, fmt.Errorf("%w: %v", jetstream.ErrInvalidJSAck, err)
 	}
 	return v, nil
 }

@@ -125,6 +125,19 @@ type SequenceRegression struct {
 	Got     uint64 // the lower revision it was given
 }
 
+// StaleRead reports that a read of a replicated bucket showed a key (or
+// the stream's end, Key "") at a revision below one the store had seen:
+// usually a stream leader deposed without knowing it yet, answering from
+// its old state. The read fails with lease.ErrUnavailable and its caller
+// retries; if it persists for 30 s, the store takes it for lost writes and
+// stops (SequenceRegression). It is reported once per spell.
+type StaleRead struct {
+	Bucket  string
+	Key     string
+	Highest uint64 // the highest revision the store had seen
+	Got     uint64 // the lower revision it was shown
+}
+
 // KeyVanished reports a lease key that disappeared without a release: a
 // delete or purge marker that no owner wrote, or an empty subject where the
 // store had seen a value (a stream-level purge leaves no marker). Nobody
@@ -150,6 +163,7 @@ type BucketDegraded struct {
 
 func (BucketUnusable) isEvent()     {}
 func (SequenceRegression) isEvent() {}
+func (StaleRead) isEvent()          {}
 func (KeyVanished) isEvent()        {}
 func (BucketDegraded) isEvent()     {}
 
@@ -164,6 +178,15 @@ func (e SequenceRegression) String() string {
 	}
 	return fmt.Sprintf("bucket %q: %s at revision %d, below revision %d seen before: the server lost "+
 		"acknowledged writes; the store stopped", e.Bucket, where, e.Got, e.Highest)
+}
+
+func (e StaleRead) String() string {
+	where := "the stream ends"
+	if e.Key != "" {
+		where = fmt.Sprintf("key %q is", e.Key)
+	}
+	return fmt.Sprintf("bucket %q: a read shows that %s at revision %d, below revision %d seen before: taken for a "+
+		"stale answer and retried; the store stops if it lasts %v", e.Bucket, where, e.Got, e.Highest, regressionPersists)
 }
 
 func (e KeyVanished) String() string {

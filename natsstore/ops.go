@@ -617,12 +617,13 @@ func (s *Store) readMarked(ctx context.Context, deadline time.Time, key string) 
 			// History 1 keeps one message per key: an older one can only
 			// come back if the server lost the newer, or from a stream
 			// leader cut off from its cluster, which answers from what it
-			// has until it steps down.
+			// has until it steps down (stale.go).
 			if err := s.current(ctx, deadline, "read "+key, mark); err != nil {
 				return nil, mark, err
 			}
-			return nil, mark, s.regressed(key, top, m.Sequence)
+			return nil, mark, s.regressedRead("read "+key, key, top, m.Sequence)
 		}
+		s.freshRead(key)
 		s.sawRevision(m.Sequence)
 	}
 	return m, mark, err

@@ -91,12 +91,18 @@ func TestRolledBackServerStopsTheStore(t *testing.T) {
 	t.Log(be)
 	_, err := s.Renew(ctxT(t), held)
 	require.ErrorIs(t, err, lease.ErrStoreConfig)
+	// The goroutine that stopped the store reports it just after: a call
+	// can see the store stopped before the event is out.
 	var got []natsstore.SequenceRegression
-	for _, ev := range events.all() {
-		if r, ok := ev.(natsstore.SequenceRegression); ok {
-			got = append(got, r)
+	require.Eventually(t, func() bool {
+		got = got[:0]
+		for _, ev := range events.all() {
+			if r, ok := ev.(natsstore.SequenceRegression); ok {
+				got = append(got, r)
+			}
 		}
-	}
+		return len(got) > 0
+	}, 5*time.Second, 10*time.Millisecond)
 	require.Len(t, got, 1)
 	assert.Less(t, got[0].Got, got[0].Highest)
 }

@@ -42,6 +42,7 @@ type Store struct {
 	infoSubject string        // "$JS.API.STREAM.INFO.KV_<bucket>", with the domain or API prefix
 
 	top    atomic.Uint64               // the highest stream revision seen
+	behind staleReads                  // reads that showed a revision below one seen (stale.go)
 	broken atomic.Pointer[BucketError] // why the store stopped, nil while it works
 	checks checker
 	pokes  chan struct{} // asks the monitor for a check
