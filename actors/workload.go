@@ -45,7 +45,9 @@ type workloadInstance struct {
 	pid *actor.PID
 	// done is closed when every part of the workload has stopped: the
 	// function returned, the actor terminated, the tree's root terminated
-	// and every child it abandoned exited.
+	// and every child it abandoned exited. It is closed after start's
+	// stopped callback has run, so that whoever saw it closed finds the
+	// term gone from the live set.
 	done chan struct{}
 	tree *supervision.Tree // a WorkloadTree's tree, nil otherwise
 }
@@ -92,8 +94,8 @@ func (w funcWorkload) start(c actor.Context, seq uint64, g Granted, stopped func
 		root := ac.ActorSystem().Root
 		go func() {
 			err := callWorkload(fn, withTerm(g.Context, g.Term), g.Token)
+			stopped() // before done: a shutdown that saw done finds it gone from the live set
 			close(done)
-			stopped()
 			root.Send(sup, workloadExited{term: seq, err: err})
 		}()
 	}))
@@ -132,7 +134,7 @@ func (w propsWorkload) start(c actor.Context, _ uint64, g Granted, stopped func(
 	inst := workloadInstance{pid: c.Spawn(w.props), done: make(chan struct{})}
 	c.Send(inst.pid, g)
 	done := inst.done
-	watchDeath(c.ActorSystem(), inst.pid, func() { close(done); stopped() })
+	watchDeath(c.ActorSystem(), inst.pid, func() { stopped(); close(done) })
 	return inst
 }
 
@@ -182,8 +184,8 @@ func (w treeWorkload) start(c actor.Context, seq uint64, g Granted, stopped func
 	watchDeath(c.ActorSystem(), inst.pid, func() {
 		go func() {
 			<-tree.Stopped()
-			close(done)
 			stopped()
+			close(done)
 		}()
 	})
 	return inst
