@@ -127,8 +127,9 @@ func (c *keyCache) evictLocked() {
 
 // saw records st, delivered by a watch, unless the cache already knows the
 // key at st's revision or later (a watch can lag behind the store's own
-// writes and reads). It leaves the key's top as it was: see Store.watched.
-func (c *keyCache) saw(key string, st keyState) {
+// writes and reads). Unless top, it leaves the key's top as it was: see
+// Store.watched.
+func (c *keyCache) saw(key string, st keyState, top bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.m[key]
@@ -136,8 +137,10 @@ func (c *keyCache) saw(key string, st keyState) {
 		return
 	}
 	st = c.putLocked(key, st)
-	st.top = old.top
-	c.m[key] = st
+	if !top {
+		st.top = old.top
+		c.m[key] = st
+	}
 }
 
 // observe records that key was seen in state st and reports whether it has
@@ -183,14 +186,19 @@ func (c *keyCache) len() int {
 // renewal), and a standby that saw a value knows, when the subject is later
 // found empty, that it was not a key never used.
 //
-// What a watch delivers does not count as seen for the regression checks
-// (sawRevision, keyState.top): the watch's consumer may run on a follower
-// of the stream, which can apply a write before the leader does, and a
-// read through the leader a moment later then shows the key at an older
-// revision (a clean-clone test run saw a store stop so, on a healthy
-// cluster). The checks compare the leader's answers with one another.
+// For a replicated bucket, what a watch delivers does not count as seen
+// for the regression checks (sawRevision, keyState.top): the watch's
+// consumer may run on a follower of the stream, which can apply a write
+// before the leader does, and a read through the leader a moment later
+// then shows the key at an older revision (a clean-clone test run saw a
+// store stop so, on a healthy cluster). The checks compare the leader's
+// answers with one another. A bucket of one replica has no follower.
 func (s *Store) watched(e jetstream.KeyValueEntry) {
 	rev := e.Revision()
+	seen := !s.replicated()
+	if seen {
+		s.sawRevision(rev)
+	}
 	st := keyState{rev: rev}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
@@ -205,5 +213,5 @@ func (s *Store) watched(e jetstream.KeyValueEntry) {
 	// Anything else (an expiry marker, a purge, a delete by hand, a value
 	// that is not a lease) is recorded as neither free nor held: Acquire
 	// reads the key and judges it, with the clock started now.
-	s.keys.saw(e.Key(), st)
+	s.keys.saw(e.Key(), st, seen)
 }

@@ -78,11 +78,11 @@ func TestRoundUpSecond(t *testing.T) {
 func TestSawIgnoresOlderRevisions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newKeyCache(time.Now)
-		c.saw("k", keyState{rev: 7, owner: "a", ttl: time.Second})
+		c.saw("k", keyState{rev: 7, owner: "a", ttl: time.Second}, true)
 		time.Sleep(time.Second)
 		c.put("k", keyState{rev: 9, owner: "a"})
-		c.saw("k", keyState{rev: 8, owner: "a"})
-		c.saw("k", keyState{rev: 9, owner: "a"})
+		c.saw("k", keyState{rev: 8, owner: "a"}, true)
+		c.saw("k", keyState{rev: 9, owner: "a"}, true)
 		st, _ := c.get("k")
 		assert.Equal(t, uint64(9), st.rev)
 		assert.Equal(t, uint64(9), st.top)
@@ -93,7 +93,7 @@ func TestSawIgnoresOlderRevisions(t *testing.T) {
 		c.put("k", keyState{gone: true})
 		st, _ = c.get("k")
 		assert.Equal(t, uint64(9), st.top)
-		c.saw("k", keyState{rev: 9})
+		c.saw("k", keyState{rev: 9}, true)
 		st, _ = c.get("k")
 		assert.True(t, st.gone, "an old event does not undo a vanished key")
 	})

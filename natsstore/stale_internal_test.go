@@ -121,8 +121,9 @@ func TestStaleReadIsUnavailableUntilItPersists(t *testing.T) {
 	assert.Equal(t, SequenceRegression{Bucket: "b", Key: "job", Highest: 608, Got: 556}, events[len(events)-1])
 }
 
-// A bucket of one replica has no stale leader: a read below a revision seen
-// is lost writes at once.
+// A bucket of one replica has no stale leader, nor a follower a watch could
+// read ahead of the leader: a read below a revision seen, by a read or a
+// watch, is lost writes at once.
 func TestRegressedReadOfOneReplicaStops(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -134,7 +135,7 @@ func TestRegressedReadOfOneReplicaStops(t *testing.T) {
 	kv.rev.Store(607)
 	_, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.NoError(t, err)
-	s.keys.put("job", keyState{rev: 607})
+	s.watched(&kvEntry{bucket: "b", key: "job", revision: 607, op: jetstream.KeyValuePut})
 	kv.rev.Store(556)
 	_, err = s.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.ErrorIs(t, err, lease.ErrStoreConfig)
