@@ -15,8 +15,7 @@ import (
 // without knowing it yet answers from its old state until it steps down,
 // and both it and the new leader answer a request, the first answer
 // winning. Store.current cannot tell them apart: the leader that confirms a
-// read is not always the one that answered it (a clean-clone test run saw
-// a store on a healthy, loaded 3-node cluster stop so). So such a read is
+// read is not always the one that answered it. So such a read is
 // unavailable, retried by its caller, and the store stops only when the
 // regression persists past regressionPersists, longer than a deposed
 // leader goes on answering. Tokens never depend on it: a write that lands
@@ -56,6 +55,11 @@ func (s *Store) regressedRead(what, key string, highest, got uint64) error {
 	sp.last = now
 	if st.m == nil {
 		st.m = make(map[string]staleSpell)
+	}
+	for k, other := range st.m { // spells no read ended: over by now
+		if now.Sub(other.last) > regressionPersists {
+			delete(st.m, k)
+		}
 	}
 	st.m[key] = sp
 	st.n.Store(int32(len(st.m)))
