@@ -8,8 +8,12 @@
 // A Registry holds what to report on: AddSupervisor (an
 // actors.LeaseSupervisor, with the tree it runs as its workload, if any),
 // AddTree (a supervision.Tree run on its own), AddLocker (a lock.Locker,
-// by a name) and AddFleet (a shard.Host: its state, its view of the fleet
-// and the supervisors of the shards it runs).
+// by a name), AddFleet (a shard.Host: its state, its view of the fleet
+// and the supervisors of the shards it runs) and AddStore (a
+// natsstore.Store, by a name: a store that stopped makes the process not
+// ready). StoreEvent counts the events a store reports (wire it to
+// natsstore.Config.OnEvent): watches that stalled, servers left as
+// isolated, stale reads.
 // Report returns the whole state at one moment: each lease's Status (leading
 // or standby, term, token, validity, who else holds it, stuck workloads,
 // the last error) with its tree's snapshot, the locks held, the trees'

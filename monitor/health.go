@@ -26,7 +26,7 @@ const (
 type Problem struct {
 	Check Check `json:"check"`
 	// Subject is what it is about: "lease <id>", "tree <name>", "fleet
-	// <prefix>" or "fleet <prefix> shard <name>".
+	// <prefix>", "fleet <prefix> shard <name>" or "store <name>".
 	Subject string `json:"subject"`
 	Reason  string `json:"reason"`
 }
@@ -81,6 +81,14 @@ func assess(rep Report, grace time.Duration) []Problem {
 			if s.Local != nil {
 				wedged(subject+" shard "+s.Name, *s.Local)
 			}
+		}
+	}
+	// A store that stopped fails every lease on it until a restart, which
+	// its error says to do once the bucket or the server is fixed: not a
+	// liveness failure, which would restart the process before that.
+	for _, st := range rep.Stores {
+		if st.Error != "" {
+			add(CheckReady, "store "+st.Name, "stopped: %s", st.Error)
 		}
 	}
 	for _, t := range rep.Trees {

@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -25,11 +26,15 @@ const (
 	// is built for every term), which metric backends read as a counter
 	// reset.
 	MetricRestarts = "aster.supervision.restarts"
+	// MetricStoreEvents is the number of events a store reported
+	// (Registry.StoreEvent), with the store and kind (the event's type,
+	// as "natsstore.WatchStalled") attributes instead of tree.
+	MetricStoreEvents = "aster.store.events"
 )
 
 // RegisterMetrics registers observable instruments on mp that read the
 // registered trees' snapshots (the supervisors' workload trees included)
-// whenever a reader collects. Unregister the returned Registration to
+// and the stores' event counts whenever a reader collects. Unregister the returned Registration to
 // stop. Snapshots never wait for a supervisor.
 func (r *Registry) RegisterMetrics(mp metric.MeterProvider) (metric.Registration, error) {
 	if mp == nil {
@@ -46,7 +51,21 @@ func (r *Registry) RegisterMetrics(mp metric.MeterProvider) (metric.Registration
 	if err != nil {
 		return nil, fmt.Errorf("monitor: instrument %s: %w", MetricRestarts, err)
 	}
+	events, err := meter.Int64ObservableCounter(MetricStoreEvents, metric.WithUnit("{event}"),
+		metric.WithDescription("Events a lease store reported, by kind."))
+	if err != nil {
+		return nil, fmt.Errorf("monitor: instrument %s: %w", MetricStoreEvents, err)
+	}
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		r.mu.Lock()
+		stores := slices.Clone(r.stores)
+		r.mu.Unlock()
+		for _, e := range stores {
+			for _, c := range e.report().Events {
+				o.ObserveInt64(events, c.Count, metric.WithAttributes(attribute.String("store", e.name),
+					attribute.String("kind", c.Kind)))
+			}
+		}
 		for _, t := range r.snapshots() {
 			base := []attribute.KeyValue{attribute.String("tree", t.snap.Name)}
 			if t.leaseID != "" {
@@ -67,7 +86,7 @@ func (r *Registry) RegisterMetrics(mp metric.MeterProvider) (metric.Registration
 			}
 		}
 		return nil
-	}, children, restarts)
+	}, children, restarts, events)
 }
 
 type leaseTree struct {

@@ -45,6 +45,7 @@ func treeMetrics(t *testing.T, reader *sdkmetric.ManualReader) (children map[[2]
 					restarts[tree] = dp.Value
 					leases[tree] = attr(dp.Attributes, "lease_id")
 				}
+			case monitor.MetricStoreEvents: // store_test.go
 			default:
 				t.Errorf("unexpected instrument %s", m.Name)
 			}

@@ -60,6 +60,7 @@ type Registry struct {
 	trees   []Tree
 	lockers []lockerEntry
 	fleets  []Fleet
+	stores  []*storeEntry
 }
 
 type lockerEntry struct {
@@ -132,6 +133,9 @@ type Report struct {
 	Trees    []TreeReport  `json:"trees,omitempty"`
 	// Fleets are the statuses of the sharded fleets' Hosts.
 	Fleets []shard.Status `json:"fleets,omitempty"`
+	// Stores are the lease stores (AddStore) and the events they
+	// reported (StoreEvent).
+	Stores []StoreReport `json:"stores,omitempty"`
 }
 
 // LeaseReport is a lease supervisor's Status, with the snapshot of the tree
@@ -173,6 +177,7 @@ type TreeReport struct {
 func (r *Registry) Report() Report {
 	r.mu.Lock()
 	sups, trees, lockers, fleets := slices.Clone(r.sups), slices.Clone(r.trees), slices.Clone(r.lockers), slices.Clone(r.fleets)
+	stores := slices.Clone(r.stores)
 	r.mu.Unlock()
 
 	rep := Report{Instance: r.instance, Time: time.Now()}
@@ -198,6 +203,9 @@ func (r *Registry) Report() Report {
 	}
 	for _, f := range fleets {
 		rep.Fleets = append(rep.Fleets, f.Status())
+	}
+	for _, e := range stores {
+		rep.Stores = append(rep.Stores, e.report())
 	}
 	rep.Problems = assess(rep, r.cfg.RenewalGrace)
 	rep.Live, rep.Ready = true, true
