@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -187,6 +188,34 @@ func (l locks) Held() int { return int(l) }
 type frozen supervision.Snapshot
 
 func (f frozen) Snapshot() supervision.Snapshot { return supervision.Snapshot(f) }
+
+type stoppedStore struct{ err error }
+
+func (s stoppedStore) Err() error { return s.err }
+
+// A store's row says whether it works, the events it reported, and why it
+// stopped; a stopped store makes the instance not ready.
+func TestStatusShowsStores(t *testing.T) {
+	srv := natstest.Start(t)
+	reg := monitor.New(monitor.Config{Instance: "pod-a"})
+	reg.AddStore("leases", stoppedStore{})
+	reg.StoreEvent("leases", natsstore.WatchStalled{Bucket: "leases", Key: "a"})
+	reg.StoreEvent("leases", natsstore.WatchStalled{Bucket: "leases", Key: "b"})
+	reg.StoreEvent("leases", natsstore.ServerIsolated{Bucket: "leases"})
+	reg.AddStore("locks", stoppedStore{err: errors.New(`natsstore: bucket "locks" is unusable (deleted)`)})
+	instanceOf(t, srv.ClientURL(), reg)
+
+	r := aster(t, map[string]string{"NATS_URL": srv.ClientURL()}, "status")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 6, r.stdout)
+	assert.Regexp(t, `^pod-a\s+\S+\s+NOT READY\s+store leases\s+ok\s+-\s+-\s+-\s+`+
+		`events: ServerIsolated 1, WatchStalled 2\s+-$`, lines[1])
+	assert.Regexp(t, `^pod-a\s+\S+\s+NOT READY\s+store locks\s+STOPPED\s+-\s+-\s+-\s+no events\s+`+
+		`natsstore: bucket "locks" is unusable \(deleted\)$`, lines[2])
+	assert.Equal(t, "problems:", lines[4])
+	assert.Equal(t, `  pod-a [ready] store locks: stopped: natsstore: bucket "locks" is unusable (deleted)`, lines[5])
+}
 
 func TestStatusAndTree(t *testing.T) {
 	srv := natstest.Start(t)

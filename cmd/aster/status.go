@@ -157,6 +157,14 @@ type reportJSON struct {
 		UnbalancedSince time.Time `json:"unbalanced_since"`
 		LastError       string    `json:"last_error"`
 	} `json:"fleets"`
+	Stores []struct {
+		Name   string `json:"name"`
+		Error  string `json:"error"`
+		Events []struct {
+			Kind  string `json:"kind"`
+			Count int64  `json:"count"`
+		} `json:"events"`
+	} `json:"stores"`
 }
 
 func runStatus(ctx context.Context, c *cli, _ []string) error {
@@ -255,6 +263,23 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 				fmt.Sprintf("%s (runs %d of %d placed here)", f.State, f.Owned, f.Target), human(rep.Time.Sub(f.Since))+" ago",
 				fmt.Sprintf("%s, %s (aster shards %s)", plural(len(f.Members), "member", "members"), balance, f.Prefix),
 				dash(firstLine(f.LastError)))
+			lines++
+		}
+		for _, st := range rep.Stores {
+			state := "ok"
+			if st.Error != "" {
+				state = "STOPPED"
+			}
+			var events []string
+			for _, e := range st.Events {
+				events = append(events, fmt.Sprintf("%s %d", strings.TrimPrefix(e.Kind, "natsstore."), e.Count))
+			}
+			summary := "no events"
+			if len(events) > 0 {
+				summary = "events: " + strings.Join(events, ", ")
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\t%s\n", rep.Instance, a.info.ID, health, "store "+st.Name,
+				state, summary, dash(firstLine(st.Error)))
 			lines++
 		}
 		if lines == 0 {
