@@ -198,10 +198,7 @@ func (s *Store) halt(be *BucketError) *BucketError {
 // regressed stops the store: key (or the stream, for "") showed revision
 // got after revision highest had been seen.
 func (s *Store) regressed(key string, highest, got uint64) *BucketError {
-	where := "the stream ends"
-	if key != "" {
-		where = fmt.Sprintf("key %q is", key)
-	}
+	where := atRevision(key)
 	be := &BucketError{Bucket: s.bucket, Problem: ProblemSequenceRegression,
 		Detail: fmt.Sprintf("%s at revision %d, below revision %d seen before", where, got, highest),
 		Fix:    fixRegression}
@@ -211,6 +208,15 @@ func (s *Store) regressed(key string, highest, got uint64) *BucketError {
 		return be
 	}
 	return s.broken.Load()
+}
+
+// atRevision names where a revision showed: key, or the stream's end for
+// "", as the subject of "... at revision N".
+func atRevision(key string) string {
+	if key == "" {
+		return "the stream ends"
+	}
+	return fmt.Sprintf("key %q is", key)
 }
 
 // sawRevision records that the stream has reached revision rev.

@@ -172,19 +172,13 @@ func (e BucketUnusable) String() string {
 }
 
 func (e SequenceRegression) String() string {
-	where := "the stream ends"
-	if e.Key != "" {
-		where = fmt.Sprintf("key %q is", e.Key)
-	}
+	where := atRevision(e.Key)
 	return fmt.Sprintf("bucket %q: %s at revision %d, below revision %d seen before: the server lost "+
 		"acknowledged writes; the store stopped", e.Bucket, where, e.Got, e.Highest)
 }
 
 func (e StaleRead) String() string {
-	where := "the stream ends"
-	if e.Key != "" {
-		where = fmt.Sprintf("key %q is", e.Key)
-	}
+	where := atRevision(e.Key)
 	return fmt.Sprintf("bucket %q: a read shows that %s at revision %d, below revision %d seen before: taken for a "+
 		"stale answer and retried; the store stops if it lasts %v", e.Bucket, where, e.Got, e.Highest, regressionPersists)
 }

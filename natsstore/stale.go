@@ -73,10 +73,7 @@ func (s *Store) regressedRead(what, key string, highest, got uint64) error {
 		s.log.Warn("natsstore: "+ev.String(), "key", key)
 		s.emit(ev)
 	}
-	where := "the stream ends"
-	if key != "" {
-		where = fmt.Sprintf("key %q is", key)
-	}
+	where := atRevision(key)
 	return fmt.Errorf("natsstore: %s: %w: %s at revision %d, below revision %d seen before, for %v: a stale "+
 		"answer (a stream leader deposed without knowing it yet), or lost writes if it lasts %v",
 		what, lease.ErrUnavailable, where, got, highest, lasted.Round(time.Millisecond), regressionPersists)
