@@ -153,12 +153,15 @@ type Config struct {
 	WatchCheckInterval time.Duration
 
 	// IsolationTimeout is how long the store's requests may fail while
-	// connected before it asks for the bucket's stream information (one
-	// request per IsolationTimeout/4 at most, only while they fail), and,
-	// when that shows the stream out of reach through this server and the
-	// connection knows other servers, reconnects to another one
-	// (nats.Conn.ForceReconnect; ServerIsolated): a server cut off from its
-	// cluster keeps its clients. Keep it well below the lease TTLs. 0 means
+	// connected before, when the bucket's stream is out of reach through
+	// this server and the connection knows other servers, it reconnects to
+	// another one (nats.Conn.ForceReconnect; ServerIsolated): a server cut
+	// off from its cluster keeps its clients. It asks for the bucket's
+	// stream information once they have failed for IsolationTimeout/4, and
+	// again every IsolationTimeout/4 while they fail; an answer from a
+	// stream leader cut off from its replicas moves it then, no answer or
+	// no leader only after IsolationTimeout. Keep it well below the lease
+	// TTLs. 0 means
 	// DefaultIsolationTimeout for a connection made by Dial, and never for a
 	// connection given to NewConn or New, whose other users a forced
 	// reconnect would disturb: set it to opt in. Negative disables it.

@@ -146,10 +146,11 @@
 //
 // # Isolated servers
 //
-// When the store's requests have been failing for longer than
-// Config.IsolationTimeout and the bucket's stream is out of reach through
-// the server the connection uses (typically a server cut off from its
-// cluster, which keeps its clients), a store whose connection Dial made
+// When the bucket's stream is out of reach through the server the
+// connection uses (typically a server cut off from its cluster, which keeps
+// its clients), the store's requests failing for Config.IsolationTimeout
+// (a quarter of it when the only stream leader that server reaches was cut
+// off from its replicas), a store whose connection Dial made
 // reconnects to another server (ServerIsolated), so that a holder there can
 // keep renewing on the majority side.
 //

@@ -229,9 +229,10 @@ type WatchRecovered struct {
 
 // ServerIsolated reports that the bucket's stream was out of reach through
 // the server the store's connection uses, the store's requests failing for
-// longer than Config.IsolationTimeout, while the connection knows other
-// servers (typically a server cut off from the rest of its cluster): the
-// store reconnects to another server.
+// Config.IsolationTimeout (a quarter of it when the only stream leader that
+// server reaches was cut off from its replicas), while the connection knows
+// other servers (typically a server cut off from the rest of its cluster):
+// the store reconnects to another server.
 type ServerIsolated struct {
 	Bucket      string
 	Server      string        // the server left, as its URL without credentials

@@ -16,15 +16,18 @@ import (
 const (
 	// minIsolationTimeout is the shortest Config.IsolationTimeout.
 	minIsolationTimeout = 100 * time.Millisecond
-	// maxIsolationBackoff caps how many times longer than
-	// Config.IsolationTimeout the store waits before moving again when
-	// JetStream stays unreachable after a move (the whole cluster may be
-	// down: moving does not help then).
+	// maxIsolationBackoff caps how many times longer than usual the store
+	// waits before moving again when JetStream stays unreachable after a
+	// move (the whole cluster may be down: moving does not help then).
 	maxIsolationBackoff = 16
-	// minReplicaSilence is how long a stream leader must not have heard
-	// from a replica before the probe counts the replica as cut off: the
-	// leader hears from its replicas about every second.
-	minReplicaSilence = 3 * time.Second
+	// isolationProbeShare is the part of Config.IsolationTimeout that the
+	// store's requests must have been failing (times the backoff) before
+	// the check probes, and the period of its checks.
+	isolationProbeShare = 4
+	// replicaSilence is how long a stream leader must not have heard from
+	// a replica before the probe counts the replica as cut off: the leader
+	// hears from its replicas about every second.
+	replicaSilence = 3 * time.Second
 )
 
 // isolationTimeout resolves Config.IsolationTimeout for a store that owns
@@ -45,12 +48,16 @@ func (c Config) isolationTimeout(ownConn bool) time.Duration {
 // isolation records how JetStream answers the store's requests. Times are
 // monotonic, in nanoseconds since start plus one (0 means none).
 type isolation struct {
-	start  time.Time
-	failed atomic.Int64 // when the first request that failed since the last success was sent
-	moves  atomic.Int64 // moves since the last success
+	start    time.Time
+	failed   atomic.Int64 // when the first request that failed since the last success was sent
+	moves    atomic.Int64 // moves since the last success, or since a move that led to a working server
+	moved    atomic.Int64 // when the store last moved
+	answered atomic.Int64 // when the last request that JetStream answered was sent
 }
 
 func (iso *isolation) now() int64 { return int64(time.Since(iso.start)) + 1 }
+
+func (iso *isolation) at(t time.Time) int64 { return int64(t.Sub(iso.start)) + 1 }
 
 // note records the outcome of a request made with ctx, sent at begin.
 //
@@ -68,7 +75,9 @@ func (iso *isolation) note(ctx context.Context, begin time.Time, err error, comm
 	case err != nil && isConflict(err):
 		iso.fail(begin)
 	case jsAnswered(err):
-		// An answer, but no proof that the cluster is there.
+		// An answer, but no proof that the cluster is there: it only
+		// shows that a move led to a server that answers (settle).
+		iso.answered.Store(iso.at(begin))
 	case errors.Is(err, context.Canceled) && !errors.Is(context.Cause(ctx), errCreateTimeout),
 		errors.Is(err, errLinkLost),
 		errors.Is(err, nats.ErrConnectionClosed),
@@ -83,7 +92,7 @@ func (iso *isolation) note(ctx context.Context, begin time.Time, err error, comm
 }
 
 func (iso *isolation) fail(begin time.Time) {
-	iso.failed.CompareAndSwap(0, int64(begin.Sub(iso.start))+1)
+	iso.failed.CompareAndSwap(0, iso.at(begin))
 }
 
 // healthy ends a failure.
@@ -100,6 +109,53 @@ func (iso *isolation) unansweredFor() time.Duration {
 		return 0
 	}
 	return time.Duration(iso.now() - f)
+}
+
+// backoff is how many times longer than usual the store waits before it
+// moves, after moves that did not lead to a working server.
+func (iso *isolation) backoff() time.Duration {
+	return time.Duration(min(int64(1)<<min(iso.moves.Load(), 4), maxIsolationBackoff))
+}
+
+// probeDue returns how long the store's requests have been failing, and
+// whether that is long enough to probe: bound/isolationProbeShare times
+// the backoff.
+func (iso *isolation) probeDue(bound time.Duration) (time.Duration, bool) {
+	silent := iso.unansweredFor()
+	return silent, silent > 0 && silent >= bound/isolationProbeShare*iso.backoff()
+}
+
+// movesOn reports whether the store moves to another server after its
+// requests have been failing for silent and the probe found err (not nil).
+// A probe answered by a stream leader cut off from its replicas shows that
+// this server reaches only the minority side of a partition: the store
+// moves at once. No answer or no leader shows no more than that the
+// stream is out of reach: the whole stream may be electing a leader, and
+// moving may land on a server cut off from the cluster, so the store
+// moves only once its requests have been failing for bound times the
+// backoff.
+func (iso *isolation) movesOn(bound, silent time.Duration, err error) bool {
+	var cut *cutOffLeader
+	return errors.As(err, &cut) || silent >= bound*iso.backoff()
+}
+
+// moving records a move.
+func (iso *isolation) moving() {
+	iso.failed.Store(0)
+	iso.moves.Add(1)
+	iso.moved.Store(iso.now())
+}
+
+// settle ends the backoff once a move has led to a server that answers:
+// a request sent after the move was answered, none failed since, and
+// bound has passed. A store that only reads never commits, and would
+// otherwise keep the backoff of an old move for its next failure.
+func (iso *isolation) settle(bound time.Duration) {
+	moved := iso.moved.Load()
+	if iso.moves.Load() > 0 && iso.failed.Load() == 0 && iso.answered.Load() > moved &&
+		iso.now()-moved >= int64(bound) {
+		iso.moves.Store(0)
+	}
 }
 
 // jsAnswered reports whether err (nil included) is an answer of JetStream,
@@ -148,13 +204,16 @@ func (k notingKV) Watch(ctx context.Context, filter string) (jetstream.KeyWatche
 }
 
 // watchIsolation starts the isolation check when Config.IsolationTimeout
-// applies: when the store's requests have been failing for longer than the
-// timeout while connected, it asks for the bucket's stream information
-// (probeStream), and when that shows the stream unreachable through this
-// server and the connection knows other servers, it reconnects to another
-// one. api is the JetStream API prefix, ending with '.'. It costs no
-// request while the store's requests succeed, and one per
-// IsolationTimeout/4 at most while they fail.
+// (bound) applies. When the store's requests have been failing for
+// bound/4 while connected, it asks for the bucket's stream information
+// (probeStream), and again every bound/4 while they fail. When that shows
+// the stream out of reach through this server and the connection knows
+// other servers, it reconnects to another one: at once when the answer
+// comes from a stream leader cut off from its replicas, once the requests
+// have been failing for bound otherwise (movesOn), each time longer after
+// moves that did not help (backoff, settle). api is the JetStream API
+// prefix, ending with '.'. It costs no request while the store's requests
+// succeed, and one per bound/4 at most while they fail.
 func (s *Store) watchIsolation(api string) {
 	bound := s.cfg.isolationTimeout(s.ownConn)
 	if bound <= 0 || s.nc == nil {
@@ -167,7 +226,7 @@ func (s *Store) watchIsolation(api string) {
 	s.watches.Add(1)
 	go func() {
 		defer s.watches.Done()
-		tick := time.NewTicker(bound / 4)
+		tick := time.NewTicker(bound / isolationProbeShare)
 		defer tick.Stop()
 		alone := false // logged that no other server is known
 		for {
@@ -180,18 +239,27 @@ func (s *Store) watchIsolation(api string) {
 				iso.failed.Store(0) // nats.go reconnects; judge the next server afresh
 				continue
 			}
-			silent := iso.unansweredFor()
-			if silent == 0 || silent < bound*time.Duration(min(1<<iso.moves.Load(), maxIsolationBackoff)) {
+			iso.settle(bound)
+			silent, due := iso.probeDue(bound)
+			if !due {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(s.life, bound/2)
-			err := s.probeStream(ctx, subject, max(bound, minReplicaSilence))
+			err := s.probeStream(ctx, subject, replicaSilence)
 			cancel()
 			if s.life.Err() != nil {
 				continue
 			}
 			if err == nil {
+				// The stream answers through this server: its requests
+				// failed for another reason (lost races to other writers,
+				// or reads refused with 503 while the cluster elects its
+				// JetStream meta leader, as every server without one
+				// refuses them: moving would not help).
 				iso.healthy()
+				continue
+			}
+			if !iso.movesOn(bound, silent, err) {
 				continue
 			}
 			server := s.nc.ConnectedUrlRedacted()
@@ -208,8 +276,7 @@ func (s *Store) watchIsolation(api string) {
 			s.log.Warn("natsstore: JetStream is unreachable through this server; reconnecting to another",
 				"server", server, "for", silent, "err", err)
 			s.emit(ev)
-			iso.failed.Store(0)
-			iso.moves.Add(1)
+			iso.moving()
 			if err := s.nc.ForceReconnect(); err != nil {
 				s.log.Warn("natsstore: reconnecting to another server failed", "err", err)
 			}
@@ -220,8 +287,9 @@ func (s *Store) watchIsolation(api string) {
 // probeStream asks for the bucket's stream information, which the stream
 // leader answers. It returns nil when the answer shows a stream that can
 // commit: one with a leader that has heard from a majority of its replicas
-// within silence. No answer, or an answer from a leader cut off from its
-// replicas (it goes on answering until it steps down), is an error.
+// within silence. No answer, no leader, or an answer from a leader cut off
+// from its replicas (it goes on answering until it steps down: a
+// *cutOffLeader) is an error.
 func (s *Store) probeStream(ctx context.Context, subject string, silence time.Duration) error {
 	resp, err := s.nc.RequestWithContext(ctx, subject, nil)
 	if err != nil {
@@ -249,8 +317,20 @@ func (s *Store) probeStream(ctx context.Context, subject string, silence time.Du
 		}
 	}
 	if quorum := (len(r.Cluster.Replicas)+1)/2 + 1; heard < quorum {
-		return fmt.Errorf("the bucket's stream leader %s has not heard from a majority of its replicas for %v",
-			r.Cluster.Leader, silence)
+		return &cutOffLeader{leader: r.Cluster.Leader, silence: silence}
 	}
 	return nil
+}
+
+// cutOffLeader is a probe's answer from a stream leader that has not heard
+// from a majority of its replicas: one cut off from its cluster, and the
+// only leader the store's server reaches.
+type cutOffLeader struct {
+	leader  string
+	silence time.Duration
+}
+
+func (e *cutOffLeader) Error() string {
+	return fmt.Sprintf("the bucket's stream leader %s has not heard from a majority of its replicas for %v",
+		e.leader, e.silence)
 }
