@@ -23,6 +23,9 @@ const (
 	lostAck       // the write lands, the caller sees a timeout
 	dropped       // the write never lands, the caller sees a timeout
 	delayed       // the write is held back (see land), the caller sees a timeout
+	deposed       // the write lands, the caller sees a conflict (a deposed leader answered first)
+	deposedTwice  // as deposed, and the next write is refused as the key moved on (by the first)
+	refusedStale  // the write does not land, the caller sees a conflict
 )
 
 // faultKV injects timeouts after sending, the indeterminate outcome a store
@@ -53,6 +56,20 @@ func (f *faultKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream
 		return nil, nats.ErrTimeout
 	case dropped:
 		return nil, nats.ErrTimeout
+	case deposed, deposedTwice:
+		if _, err := f.keyValue.PublishMsg(ctx, m, opts...); err != nil {
+			return nil, err
+		}
+		if x == deposedTwice {
+			f.mu.Lock()
+			f.next = refusedStale
+			f.mu.Unlock()
+		}
+		return nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence,
+			Description: "wrong last sequence"}
+	case refusedStale:
+		return nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence,
+			Description: "wrong last sequence"}
 	case delayed:
 		f.mu.Lock()
 		f.pending = func() (*jetstream.PubAck, error) {
@@ -220,4 +237,44 @@ func TestLateRenewalThenRelease(t *testing.T) {
 	b, err := s.Acquire(t.Context(), claim("k", "owner-b"))
 	require.NoError(t, err)
 	require.True(t, b.Acquired, "released, not waiting")
+}
+
+// Right after a partition heals, the stream leader it cut off may not know
+// yet that it was deposed: it refuses a write at once (its state is stale)
+// while the new leader commits it, and the first answer wins. A write of
+// the call found in the key after a refusal is the call's own success: a
+// release is done (a chaos run saw one reported "lost: released" by its own
+// marker), a renewal renewed, an acquisition acquired with that token.
+func TestRefusedWriteThatLandedIsOurs(t *testing.T) {
+	for _, x := range []fault{deposed, deposedTwice} {
+		name := map[fault]string{deposed: "refused", deposedTwice: "refused, then the retry refused"}[x]
+		t.Run(name, func(t *testing.T) {
+			s, f := faultyStore(t)
+			a, err := s.Acquire(t.Context(), claim("k", "owner-a"))
+			require.NoError(t, err)
+
+			f.set(x)
+			l, err := s.Renew(t.Context(), a.Lease)
+			require.NoError(t, err)
+			rev, rec := last(t, s, "k")
+			assert.Equal(t, rev, l.Revision, "the renewal that landed")
+			assert.Equal(t, uint64(a.Lease.Token), rec.Token)
+
+			f.set(x)
+			require.NoError(t, s.Release(t.Context(), l), "the release landed")
+			m, err := s.read(t.Context(), time.Now().Add(10*time.Second), "k")
+			require.NoError(t, err)
+			assert.Equal(t, opDelete, m.Header.Get(hdrOperation))
+
+			f.set(x)
+			b, err := s.Acquire(t.Context(), claim("k", "owner-b"))
+			require.NoError(t, err)
+			require.True(t, b.Acquired, "the acquisition landed")
+			rev, rec = last(t, s, "k")
+			assert.Equal(t, lease.Token(rev), b.Lease.Token, "its token is the revision of the write that landed")
+			assert.Equal(t, "owner-b", rec.Owner)
+			_, err = s.Renew(t.Context(), b.Lease)
+			require.NoError(t, err)
+		})
+	}
 }

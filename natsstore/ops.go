@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -78,10 +79,26 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 	var readAt readMark              // when last was asked for
 	refused := false                 // the last write was refused: the key was not at expect
 	moved := false                   // a refused write was followed by a change of the key
+	sent := make([]uint64, 0, maxAttempts)
+	var before uint64 // the highest revision seen before the last write
+	// mine returns the acquisition a write of this call that landed at m
+	// made, if m is one (see isWrite).
+	mine := func(m *jetstream.RawStreamMsg) (lease.Acquisition, bool, error) {
+		if !isWrite(m, rec, sent) {
+			return lease.Acquisition{}, false, nil
+		}
+		if err := s.landed(c.LeaseID, m.Sequence, before); err != nil {
+			return lease.Acquisition{}, true, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
+		}
+		r, _ := heldRecord(m)
+		s.keys.put(c.LeaseID, heldState(m.Sequence, r))
+		return acquired(c, m.Sequence), true, nil
+	}
 	for attempt := range maxAttempts {
 		if write {
 			rec.Nonce = rand.Uint64()
-			before := s.top.Load()
+			sent = append(sent, rec.Nonce)
+			before = s.top.Load()
 			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, ttl)
 			switch outcome(ctx, err) {
 			case written:
@@ -97,12 +114,8 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 				if rerr != nil {
 					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
 				}
-				if r, ok := heldRecord(m); ok && r.Term == c.Term && r.Nonce == rec.Nonce {
-					if err := s.landed(c.LeaseID, m.Sequence, before); err != nil {
-						return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
-					}
-					s.keys.put(c.LeaseID, heldState(m.Sequence, rec))
-					return acquired(c, m.Sequence), nil
+				if a, ok, err := mine(m); ok {
+					return a, err
 				}
 				last, refused = orNotFound(m), false
 			default:
@@ -114,6 +127,11 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			readAt = mark
 			if err != nil {
 				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
+			}
+			if refused {
+				if a, ok, err := mine(m); ok {
+					return a, err // refused by a deposed leader, taken by the new one
+				}
 			}
 			last = orNotFound(m)
 		}
@@ -311,8 +329,10 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 		return rev
 	}
 	moved := false // a refused write was followed by a change of the key
+	sent := make([]uint64, 0, maxAttempts)
 	for attempt := range maxAttempts {
 		rec.Nonce = rand.Uint64()
+		sent = append(sent, rec.Nonce)
 		before := s.top.Load()
 		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, ttl)
 		var m *jetstream.RawStreamMsg
@@ -322,6 +342,12 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 		case conflict:
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return 0, s.failOp(ctx, deadline, what, err)
+			}
+			if isWrite(m, rec, sent) { // refused by a deposed leader, taken by the new one
+				if err := s.landed(l.ID, m.Sequence, before); err != nil {
+					return 0, s.failOp(ctx, deadline, what, err)
+				}
+				return done(m.Sequence), nil
 			}
 			if m.Sequence == expect {
 				if err := pause(ctx, attempt); err != nil {
@@ -335,7 +361,7 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return 0, s.failOp(ctx, deadline, what, worse(rerr, err))
 			}
-			if isWrite(m, rec) {
+			if isWrite(m, rec, sent) {
 				if err := s.landed(l.ID, m.Sequence, before); err != nil {
 					return 0, s.failOp(ctx, deadline, what, err)
 				}
@@ -355,19 +381,36 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 	return 0, gaveUp(what, moved, expect)
 }
 
-// isWrite reports whether m is the write of rec: the same kind (a release
-// is a delete marker), term and nonce.
-func isWrite(m *jetstream.RawStreamMsg, rec record) bool {
+// isWrite reports whether m is a write of rec made by this call: the same
+// kind (a release is a delete marker) and term, and the nonce of one of the
+// call's attempts (sent).
+func isWrite(m *jetstream.RawStreamMsg, rec record, sent []uint64) bool {
+	var r record
 	if rec.Kind == kindHeld {
-		r, ok := heldRecord(m)
-		return ok && r.Term == rec.Term && r.Nonce == rec.Nonce
+		var ok bool
+		if r, ok = heldRecord(m); !ok {
+			return false
+		}
+	} else {
+		if m == nil || m.Header.Get(hdrOperation) != opDelete {
+			return false
+		}
+		var err error
+		if r, err = parseRecord(m.Data); err != nil || r.Kind != kindReleased {
+			return false
+		}
 	}
-	if m == nil || m.Header.Get(hdrOperation) != opDelete {
-		return false
-	}
-	r, err := parseRecord(m.Data)
-	return err == nil && r.Kind == kindReleased && r.Term == rec.Term && r.Nonce == rec.Nonce
+	return r.Term == rec.Term && slices.Contains(sent, r.Nonce)
 }
+
+// A write refused as a conflict may have landed all the same: right after
+// a partition heals, the stream leader cut off by it may not know yet that
+// it was deposed, and both it and the new leader answer a publish, the
+// first answer winning. The old one refuses (it checks the expected
+// revision against its stale state) at once; the new one commits. So the
+// read that follows a refusal is checked for the call's own writes, by
+// their nonces, as after a write whose outcome is unknown (a chaos run saw
+// a release that had landed reported as "lost: released").
 
 // opNoun names the write of op in messages.
 func opNoun(op string) string {
