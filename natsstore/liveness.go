@@ -75,6 +75,9 @@ type watchRun struct {
 	reported bool      // WatchStalled was sent for this silence
 	retry    *time.Timer
 	pause    time.Duration
+	creating bool         // a new watch is being made
+	again    bool         // the connection came back meanwhile: make it again
+	created  chan created // its outcome
 }
 
 // endingWatch is a watch that ends by itself, saying why (consumerWatch).
@@ -97,6 +100,7 @@ func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 		out:      out,
 		interval: s.cfg.watchCheck(),
 		checked:  make(chan checkResult, 1),
+		created:  make(chan created, 1),
 		pause:    rewatchMin,
 	}
 	r.stallAt = r.interval
@@ -118,6 +122,11 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 	defer func() {
 		if r.w != nil {
 			r.s.retire(r.w)
+		}
+		if r.creating { // ends at once: ctx is done
+			if c := <-r.created; c.w != nil {
+				r.s.retire(c.w)
+			}
 		}
 	}()
 	r.use(w)
@@ -151,9 +160,13 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			if r.w != nil {
 				r.lose("the connection to NATS was lost", time.Now())
 			}
+			r.again = r.creating
 			r.recreate(ctx)
 		case <-r.retry.C:
 			r.recreate(ctx)
+		case c := <-r.created:
+			r.creating = false
+			r.made(ctx, c)
 		case <-r.check.C:
 			if r.w == nil {
 				continue
@@ -253,16 +266,49 @@ func (r *watchRun) lose(cause string, since time.Time) {
 	}
 }
 
-// recreate makes a new watch, or schedules the next attempt.
+// created is the outcome of an attempt to make a new watch.
+type created struct {
+	w   *keyWatch
+	err error
+}
+
+// recreate starts making a new watch in the background, unless one is
+// being made: an attempt may wait up to attemptLimit for a server that does
+// not answer, and the run goes on meanwhile.
 func (r *watchRun) recreate(ctx context.Context) {
-	if r.w != nil || ctx.Err() != nil {
+	if r.w != nil || r.creating || ctx.Err() != nil {
 		return
 	}
 	if r.lostAt.IsZero() {
 		r.lostAt = time.Now()
 	}
-	w, err := r.s.startWatch(r.key, r.s.attemptLimit(), ctx)
-	if err != nil {
+	r.creating = true
+	s, limit := r.s, r.s.attemptLimit()
+	s.watches.Add(1) // the caller's goroutine holds a count
+	go func() {
+		defer s.watches.Done()
+		w, err := s.startWatch(r.key, limit, ctx)
+		r.created <- created{w: w, err: err} // never blocks: one at a time
+	}()
+}
+
+// made takes the outcome of an attempt to make a new watch: the watch to
+// forward, or the next attempt scheduled.
+func (r *watchRun) made(ctx context.Context, c created) {
+	again := r.again
+	r.again = false
+	if c.err == nil && r.w == nil && ctx.Err() == nil {
+		r.use(c.w)
+		if again { // made on the connection that was lost
+			r.lose("the connection to NATS was lost", time.Now())
+			r.recreate(ctx)
+		}
+		return
+	}
+	if c.w != nil {
+		r.s.retire(c.w)
+	}
+	if err := c.err; err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -271,11 +317,13 @@ func (r *watchRun) recreate(ctx context.Context) {
 		if !r.reported && time.Since(r.lostAt) >= r.stallAt {
 			r.report()
 		}
+		if again {
+			r.recreate(ctx)
+			return
+		}
 		r.retry.Reset(r.pause)
 		r.pause = min(2*r.pause, rewatchMax)
-		return
 	}
-	r.use(w)
 }
 
 // report says that the watch has been silent for longer than it should.
