@@ -78,6 +78,15 @@ type watchRun struct {
 	creating bool         // a new watch is being made
 	again    bool         // the connection came back meanwhile: make it again
 	created  chan created // its outcome
+
+	// While the watch is down, its keys are followed through their
+	// writes (hint.go).
+	hint        *hints            // nil while the watch works
+	hintGen     uint64            // counts the subscriptions, to match reads
+	hintReading bool              // a read of written keys is in flight
+	hintsRead   chan hintRead     // its outcome
+	hintFloor   uint64            // the highest revision the lost watches delivered
+	hintRevs    map[string]uint64 // the revisions delivered since, by key
 }
 
 // endingWatch is a watch that ends by itself, saying why (consumerWatch).
@@ -95,13 +104,14 @@ type checkResult struct {
 
 func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 	r := &watchRun{
-		s:        s,
-		key:      key,
-		out:      out,
-		interval: s.cfg.watchCheck(),
-		checked:  make(chan checkResult, 1),
-		created:  make(chan created, 1),
-		pause:    rewatchMin,
+		s:         s,
+		key:       key,
+		out:       out,
+		interval:  s.cfg.watchCheck(),
+		checked:   make(chan checkResult, 1),
+		created:   make(chan created, 1),
+		hintsRead: make(chan hintRead, 1),
+		pause:     rewatchMin,
 	}
 	r.stallAt = r.interval
 	if r.stallAt == 0 {
@@ -119,6 +129,7 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 	r.retry.Stop()
 	defer r.check.Stop()
 	defer r.retry.Stop()
+	defer r.stopHints()
 	defer func() {
 		if r.w != nil {
 			r.s.retire(r.w)
@@ -178,6 +189,12 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			r.pending = 0
 			r.startCheck(ctx)
 			r.check.Reset(r.interval)
+		case <-r.hintWake():
+			r.readHints(ctx)
+		case res := <-r.hintsRead:
+			r.hintReading = false
+			r.deliverHints(res)
+			r.readHints(ctx) // the keys written meanwhile
 		case res := <-r.checked:
 			r.reading = false
 			if res.err == nil && res.gen == r.gen && r.w != nil && res.rev > r.rev {
@@ -194,6 +211,8 @@ func (r *watchRun) use(w *keyWatch) {
 	r.w = w
 	r.gen++
 	r.initial, r.seen, r.rev, r.pending = true, false, 0, 0
+	r.stopHints() // the new watch reports every key's state
+	r.hintFloor = 0
 	r.out.start()
 	r.retry.Stop()
 	if r.interval > 0 {
@@ -253,12 +272,15 @@ func (r *watchRun) stalled(ctx context.Context) {
 	r.recreate(ctx)
 }
 
-// lose retires the watch, and starts a silence unless one has begun.
+// lose retires the watch, starts a silence unless one has begun, and
+// follows the watch's keys through their writes until a new watch is made.
 func (r *watchRun) lose(cause string, since time.Time) {
 	if r.w != nil {
 		r.s.retire(r.w)
 		r.w = nil
+		r.hintFloor = max(r.hintFloor, r.rev)
 	}
+	r.startHints()
 	r.check.Stop()
 	r.pending = 0
 	if r.lostAt.IsZero() {
@@ -273,8 +295,9 @@ type created struct {
 }
 
 // recreate starts making a new watch in the background, unless one is
-// being made: an attempt may wait up to attemptLimit for a server that does
-// not answer, and the run goes on meanwhile.
+// being made: the run goes on forwarding what the watch's keys' writes
+// show meanwhile (hint.go), and an attempt may wait up to attemptLimit for
+// a server that does not answer.
 func (r *watchRun) recreate(ctx context.Context) {
 	if r.w != nil || r.creating || ctx.Err() != nil {
 		return
