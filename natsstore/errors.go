@@ -362,6 +362,10 @@ func (c *connState) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) 
 		} else {
 			c.log.Debug("natsstore: credentials refused again", "err", err, "attempts", refusals)
 		}
+	case hintRefusal(err):
+		// A watch that is down follows its keys' writes if the user may
+		// (hint.go); nothing else uses the subscription.
+		c.log.Debug("natsstore: subscription to a key's subject refused", "err", err)
 	default:
 		subject := ""
 		if sub != nil {

@@ -200,9 +200,11 @@ func (e BucketDegraded) String() string {
 // nothing, not even a heartbeat, for a check interval, or the key changed
 // and the watch did not deliver the change (found by the liveness check, see
 // Config.WatchCheckInterval), or a lost watch could not be re-created for
-// longer than a check interval. Standbys that rely on the watch fall back to
-// polling meanwhile. The store keeps re-creating the watch and reports
-// WatchRecovered when it delivers again.
+// longer than a check interval. Meanwhile the watch reports only what it
+// reads of its keys after seeing them written (if the user may subscribe to
+// the keys' subjects, see Store.Watch), and standbys that rely on it poll.
+// The store keeps re-creating the watch and reports WatchRecovered when it
+// delivers again.
 type WatchStalled struct {
 	Bucket string
 	// Key is the key watched, or the prefix followed by ">" for a

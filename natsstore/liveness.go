@@ -75,6 +75,18 @@ type watchRun struct {
 	reported bool      // WatchStalled was sent for this silence
 	retry    *time.Timer
 	pause    time.Duration
+	creating bool         // a new watch is being made
+	again    bool         // the connection came back meanwhile: make it again
+	created  chan created // its outcome
+
+	// While the watch is down, its keys are followed through their
+	// writes (hint.go).
+	hint        *hints            // nil while the watch works
+	hintGen     uint64            // counts the subscriptions, to match reads
+	hintReading bool              // a read of written keys is in flight
+	hintsRead   chan hintRead     // its outcome
+	hintFloor   uint64            // the highest revision the lost watches delivered
+	hintRevs    map[string]uint64 // the revisions delivered since, by key
 }
 
 // endingWatch is a watch that ends by itself, saying why (consumerWatch).
@@ -92,12 +104,14 @@ type checkResult struct {
 
 func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 	r := &watchRun{
-		s:        s,
-		key:      key,
-		out:      out,
-		interval: s.cfg.watchCheck(),
-		checked:  make(chan checkResult, 1),
-		pause:    rewatchMin,
+		s:         s,
+		key:       key,
+		out:       out,
+		interval:  s.cfg.watchCheck(),
+		checked:   make(chan checkResult, 1),
+		created:   make(chan created, 1),
+		hintsRead: make(chan hintRead, 1),
+		pause:     rewatchMin,
 	}
 	r.stallAt = r.interval
 	if r.stallAt == 0 {
@@ -115,9 +129,15 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 	r.retry.Stop()
 	defer r.check.Stop()
 	defer r.retry.Stop()
+	defer r.stopHints()
 	defer func() {
 		if r.w != nil {
 			r.s.retire(r.w)
+		}
+		if r.creating { // ends at once: ctx is done
+			if c := <-r.created; c.w != nil {
+				r.s.retire(c.w)
+			}
 		}
 	}()
 	r.use(w)
@@ -151,9 +171,13 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			if r.w != nil {
 				r.lose("the connection to NATS was lost", time.Now())
 			}
+			r.again = r.creating
 			r.recreate(ctx)
 		case <-r.retry.C:
 			r.recreate(ctx)
+		case c := <-r.created:
+			r.creating = false
+			r.made(ctx, c)
 		case <-r.check.C:
 			if r.w == nil {
 				continue
@@ -165,6 +189,12 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			r.pending = 0
 			r.startCheck(ctx)
 			r.check.Reset(r.interval)
+		case <-r.hintWake():
+			r.readHints(ctx)
+		case res := <-r.hintsRead:
+			r.hintReading = false
+			r.deliverHints(res)
+			r.readHints(ctx) // the keys written meanwhile
 		case res := <-r.checked:
 			r.reading = false
 			if res.err == nil && res.gen == r.gen && r.w != nil && res.rev > r.rev {
@@ -181,6 +211,8 @@ func (r *watchRun) use(w *keyWatch) {
 	r.w = w
 	r.gen++
 	r.initial, r.seen, r.rev, r.pending = true, false, 0, 0
+	r.stopHints() // the new watch reports every key's state
+	r.hintFloor = 0
 	r.out.start()
 	r.retry.Stop()
 	if r.interval > 0 {
@@ -240,12 +272,15 @@ func (r *watchRun) stalled(ctx context.Context) {
 	r.recreate(ctx)
 }
 
-// lose retires the watch, and starts a silence unless one has begun.
+// lose retires the watch, starts a silence unless one has begun, and
+// follows the watch's keys through their writes until a new watch is made.
 func (r *watchRun) lose(cause string, since time.Time) {
 	if r.w != nil {
 		r.s.retire(r.w)
 		r.w = nil
+		r.hintFloor = max(r.hintFloor, r.rev)
 	}
+	r.startHints()
 	r.check.Stop()
 	r.pending = 0
 	if r.lostAt.IsZero() {
@@ -253,16 +288,50 @@ func (r *watchRun) lose(cause string, since time.Time) {
 	}
 }
 
-// recreate makes a new watch, or schedules the next attempt.
+// created is the outcome of an attempt to make a new watch.
+type created struct {
+	w   *keyWatch
+	err error
+}
+
+// recreate starts making a new watch in the background, unless one is
+// being made: the run goes on forwarding what the watch's keys' writes
+// show meanwhile (hint.go), and an attempt may wait up to attemptLimit for
+// a server that does not answer.
 func (r *watchRun) recreate(ctx context.Context) {
-	if r.w != nil || ctx.Err() != nil {
+	if r.w != nil || r.creating || ctx.Err() != nil {
 		return
 	}
 	if r.lostAt.IsZero() {
 		r.lostAt = time.Now()
 	}
-	w, err := r.s.startWatch(r.key, r.s.attemptLimit(), ctx)
-	if err != nil {
+	r.creating = true
+	s, limit := r.s, r.s.attemptLimit()
+	s.watches.Add(1) // the caller's goroutine holds a count
+	go func() {
+		defer s.watches.Done()
+		w, err := s.startWatch(r.key, limit, ctx)
+		r.created <- created{w: w, err: err} // never blocks: one at a time
+	}()
+}
+
+// made takes the outcome of an attempt to make a new watch: the watch to
+// forward, or the next attempt scheduled.
+func (r *watchRun) made(ctx context.Context, c created) {
+	again := r.again
+	r.again = false
+	if c.err == nil && r.w == nil && ctx.Err() == nil {
+		r.use(c.w)
+		if again { // made on the connection that was lost
+			r.lose("the connection to NATS was lost", time.Now())
+			r.recreate(ctx)
+		}
+		return
+	}
+	if c.w != nil {
+		r.s.retire(c.w)
+	}
+	if err := c.err; err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -271,11 +340,13 @@ func (r *watchRun) recreate(ctx context.Context) {
 		if !r.reported && time.Since(r.lostAt) >= r.stallAt {
 			r.report()
 		}
+		if again {
+			r.recreate(ctx)
+			return
+		}
 		r.retry.Reset(r.pause)
 		r.pause = min(2*r.pause, rewatchMax)
-		return
 	}
-	r.use(w)
 }
 
 // report says that the watch has been silent for longer than it should.

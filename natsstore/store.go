@@ -61,6 +61,9 @@ type Store struct {
 	health  health         // watch creation times, failing requests (liveness.go, isolation.go)
 	once    sync.Once
 	err     error // Close's answer
+
+	// hintsRefused: the server refused a subscription to the keys (hint.go).
+	hintsRefused atomic.Bool
 }
 
 var (
@@ -299,7 +302,8 @@ func failFast(ctx context.Context, nc *nats.Conn, fn func(context.Context) error
 			case <-done:
 				return
 			case <-tick.C:
-				if err := nc.LastError(); err != nil && err != before && errors.Is(err, nats.ErrPermissionViolation) {
+				if err := nc.LastError(); err != nil && err != before && errors.Is(err, nats.ErrPermissionViolation) &&
+					!hintRefusal(err) {
 					cancel(fmt.Errorf("%w: %v", ErrPermission, err))
 					return
 				}

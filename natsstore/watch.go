@@ -39,6 +39,14 @@ const (
 // as soon as the stream has a leader again. A re-created watch reports the
 // key's state again.
 //
+// Only JetStream's meta leader makes a watch's consumer, and a cluster
+// elects it apart from the stream's leader, sometimes seconds later. While
+// the watch is down it follows the key through its writes instead (hint.go):
+// it subscribes to the key's subject, reads the key whenever it sees it
+// written, and reports what the read shows, so that a standby learns of a
+// release at once, not at its next poll. This needs permission to subscribe
+// to the key's subject; without it the watch just waits to be re-created.
+//
 // The channel closes when ctx is done or the store is closed, at once: the
 // watch's consumer is deleted in the background (Close waits for that, up to
 // Config.CloseTimeout).
