@@ -19,13 +19,13 @@ import (
 type fault uint8
 
 const (
-	noFault fault = iota
-	lostAck       // the write lands, the caller sees a timeout
-	dropped       // the write never lands, the caller sees a timeout
-	delayed       // the write is held back (see land), the caller sees a timeout
-	deposed       // the write lands, the caller sees a conflict (a deposed leader answered first)
-	deposedTwice  // as deposed, and the next write is refused as the key moved on (by the first)
-	refusedStale  // the write does not land, the caller sees a conflict
+	noFault      fault = iota
+	lostAck            // the write lands, the caller sees a timeout
+	dropped            // the write never lands, the caller sees a timeout
+	delayed            // the write is held back (see land), the caller sees a timeout
+	deposed            // the write lands, the caller sees a conflict (a deposed leader answered first)
+	deposedTwice       // as deposed, and the next write is refused as the key moved on (by the first)
+	refusedStale       // the write does not land, the caller sees a conflict
 )
 
 // faultKV injects timeouts after sending, the indeterminate outcome a store
