@@ -61,7 +61,7 @@ func (r *Registry) RegisterMetrics(mp metric.MeterProvider) (metric.Registration
 		stores := slices.Clone(r.stores)
 		r.mu.Unlock()
 		for _, e := range stores {
-			for _, c := range e.report().Events {
+			for _, c := range e.counts() {
 				o.ObserveInt64(events, c.Count, metric.WithAttributes(attribute.String("store", e.name),
 					attribute.String("kind", c.Kind)))
 			}

@@ -73,18 +73,26 @@ type storeEntry struct {
 func (e *storeEntry) report() StoreReport {
 	e.mu.Lock()
 	s := e.s
-	rep := StoreReport{Name: e.name}
-	for _, c := range e.events {
-		rep.Events = append(rep.Events, *c)
-	}
 	e.mu.Unlock()
-	slices.SortFunc(rep.Events, func(a, b EventCount) int { return strings.Compare(a.Kind, b.Kind) })
+	rep := StoreReport{Name: e.name, Events: e.counts()}
 	if s != nil {
 		if err := s.Err(); err != nil {
 			rep.Error = err.Error()
 		}
 	}
 	return rep
+}
+
+// counts returns the event counts, by kind.
+func (e *storeEntry) counts() []EventCount {
+	e.mu.Lock()
+	var out []EventCount
+	for _, c := range e.events {
+		out = append(out, *c)
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b EventCount) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
 }
 
 // StoreReport is a store's state and the events it reported.

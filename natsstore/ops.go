@@ -328,6 +328,14 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 		}
 		return rev
 	}
+	// mine takes a write of this call found at rev (see isWrite), sent
+	// when the highest revision seen was before.
+	mine := func(rev, before uint64) (uint64, error) {
+		if err := s.landed(l.ID, rev, before); err != nil {
+			return 0, s.failOp(ctx, deadline, what, err)
+		}
+		return done(rev), nil
+	}
 	moved := false // a refused write was followed by a change of the key
 	sent := make([]uint64, 0, maxAttempts)
 	for attempt := range maxAttempts {
@@ -344,10 +352,7 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 				return 0, s.failOp(ctx, deadline, what, err)
 			}
 			if isWrite(m, rec, sent) { // refused by a deposed leader, taken by the new one
-				if err := s.landed(l.ID, m.Sequence, before); err != nil {
-					return 0, s.failOp(ctx, deadline, what, err)
-				}
-				return done(m.Sequence), nil
+				return mine(m.Sequence, before)
 			}
 			if m.Sequence == expect {
 				if err := pause(ctx, attempt); err != nil {
@@ -362,10 +367,7 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 				return 0, s.failOp(ctx, deadline, what, worse(rerr, err))
 			}
 			if isWrite(m, rec, sent) {
-				if err := s.landed(l.ID, m.Sequence, before); err != nil {
-					return 0, s.failOp(ctx, deadline, what, err)
-				}
-				return done(m.Sequence), nil
+				return mine(m.Sequence, before)
 			}
 			if m != nil && m.Sequence == expect {
 				return 0, s.failOp(ctx, deadline, what, fmt.Errorf("the %s did not land (yet): %w", opNoun(op), rerr))
@@ -384,33 +386,27 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 // isWrite reports whether m is a write of rec made by this call: the same
 // kind (a release is a delete marker) and term, and the nonce of one of the
 // call's attempts (sent).
+//
+// It is asked after a write whose outcome is unknown, and after a write
+// refused as a conflict, which may have landed all the same: right after a
+// partition heals, the stream leader cut off by it may not know yet that
+// it was deposed, and both it and the new leader answer a publish, the
+// first answer winning. The old one refuses at once (it checks the
+// expected revision against its stale state); the new one commits (a
+// chaos run saw a release that had landed reported as "lost: released").
 func isWrite(m *jetstream.RawStreamMsg, rec record, sent []uint64) bool {
 	var r record
-	if rec.Kind == kindHeld {
-		var ok bool
-		if r, ok = heldRecord(m); !ok {
-			return false
-		}
-	} else {
-		if m == nil || m.Header.Get(hdrOperation) != opDelete {
-			return false
-		}
+	ok := false
+	switch {
+	case rec.Kind == kindHeld:
+		r, ok = heldRecord(m)
+	case m != nil && m.Header.Get(hdrOperation) == opDelete:
 		var err error
-		if r, err = parseRecord(m.Data); err != nil || r.Kind != kindReleased {
-			return false
-		}
+		r, err = parseRecord(m.Data)
+		ok = err == nil && r.Kind == kindReleased
 	}
-	return r.Term == rec.Term && slices.Contains(sent, r.Nonce)
+	return ok && r.Term == rec.Term && slices.Contains(sent, r.Nonce)
 }
-
-// A write refused as a conflict may have landed all the same: right after
-// a partition heals, the stream leader cut off by it may not know yet that
-// it was deposed, and both it and the new leader answer a publish, the
-// first answer winning. The old one refuses (it checks the expected
-// revision against its stale state) at once; the new one commits. So the
-// read that follows a refusal is checked for the call's own writes, by
-// their nonces, as after a write whose outcome is unknown (a chaos run saw
-// a release that had landed reported as "lost: released").
 
 // opNoun names the write of op in messages.
 func opNoun(op string) string {
