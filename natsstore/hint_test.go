@@ -133,6 +133,19 @@ func TestWatchFollowsWritesWhileNoConsumerCanBeMade(t *testing.T) {
 			stalled := awaitStoreEvent[natsstore.WatchStalled](t, rec)
 			assert.Contains(t, stalled.Cause, "heartbeat")
 
+			// A write the stream refuses is published on the key's subject
+			// all the same: the watch reports only what a read then shows,
+			// never the write it saw (here a release nobody made).
+			forged := &nats.Msg{Subject: "$KV." + natsstore.DefaultBucket + ".jobs.a", Header: nats.Header{
+				"KV-Operation": []string{"DEL"}, jetstream.ExpectedLastSubjSeqHeader: []string{"1"}}}
+			_, err = js.PublishMsg(ctxT(t), forged)
+			require.Error(t, err, "the stream refuses it")
+			select {
+			case ev := <-events:
+				t.Fatalf("an event from a refused write: %+v", ev)
+			case <-time.After(300 * time.Millisecond): // past every read a seen write makes (hintRetries)
+			}
+
 			l = renewAgain(t, owner, l)
 			awaitEvent(t, events, lease.EventHeld, l.Revision)
 			require.NoError(t, owner.Release(ctxT(t), l))
