@@ -83,13 +83,19 @@ func readFacts(ctx context.Context, js jetstream.JetStream, name string) (bucket
 	}
 	f.apiLevel, f.domain = info.API.Level, info.Domain
 	f.noMetadata = versionBefore(js.Conn().ConnectedServerVersion(), 2, 10)
+	return f, readStream(ctx, js, name, &f)
+}
+
+// readStream reads the bucket's stream into f: a request its leader
+// answers, which needs no meta leader (the account's information does).
+func readStream(ctx context.Context, js jetstream.JetStream, name string, f *bucketFacts) error {
 	stream, err := js.Stream(ctx, "KV_"+name)
 	if err != nil {
-		return f, err
+		return err
 	}
 	si := stream.CachedInfo()
 	f.cfg, f.created, f.state, f.lastSeq = si.Config, si.Created, si.State, si.State.LastSeq
-	return f, nil
+	return nil
 }
 
 // bucketState is what opening a bucket decided.

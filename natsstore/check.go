@@ -95,8 +95,18 @@ func (s *Store) check(ctx context.Context) error {
 		return nil // a store over a fake bucket, in tests
 	}
 	top := s.top.Load() // before the request: the stream had it then
-	mark := s.markRead()
-	f, err := readFacts(ctx, s.js, s.bucket)
+	var (
+		f    bucketFacts
+		mark readMark
+	)
+	// Sent again like a read: a request that reached a stream or a meta
+	// group without a leader is dropped, and the check would hold the slot
+	// until its deadline long after the cluster is back.
+	_, err := s.resending(ctx, func(sctx context.Context) (err error) {
+		mark = s.markRead()
+		f, err = readFacts(sctx, s.js, s.bucket)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketDeleted,

@@ -149,11 +149,30 @@ func (s *Store) vanished(key string, rev uint64, emptied bool) {
 	s.poke()
 }
 
-// confirmExpiry returns nil once a check of the bucket that began now found
-// it sound (in particular without a MaxAge), and the check's error
-// otherwise.
+// confirmExpiry returns nil once the bucket's stream, read now, is the one
+// the store opened and has the configuration it needs (in particular no
+// MaxAge). It reads the stream alone, without waiting for a check of the
+// bucket that may be running: the stream's leader answers that, while a
+// check also needs the meta group's, which a failover can leave without one
+// for seconds after the stream is back. A stream that is not as it should
+// be has the bucket checked, which says what is wrong.
 func (s *Store) confirmExpiry(ctx context.Context, deadline time.Time, key string) error {
-	err := s.checkSince(ctx, deadline, time.Now())
+	if be := s.broken.Load(); be != nil {
+		return fmt.Errorf("natsstore: acquire %s: %w", key, be)
+	}
+	if s.js == nil {
+		return nil // a store over a fake bucket, in tests
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var f bucketFacts
+	_, err := s.resending(rctx, func(sctx context.Context) error { return readStream(sctx, s.js, s.bucket, &f) })
+	if err == nil && f.created.Equal(s.created) && len(bucketProblems(f.cfg)) == 0 {
+		return nil
+	}
+	if err == nil || mayMeanChange(err) {
+		err = s.checkSince(ctx, deadline, time.Now())
+	}
 	var be *BucketError
 	switch {
 	case err == nil:
@@ -161,7 +180,7 @@ func (s *Store) confirmExpiry(ctx context.Context, deadline time.Time, key strin
 	case errors.As(err, &be):
 		return fmt.Errorf("natsstore: acquire %s: %w", key, be)
 	default:
-		return unavailable(ctx, "acquire "+key+": check the bucket before trusting an expiry marker", err)
+		return unavailable(rctx, "acquire "+key+": check the bucket before trusting an expiry marker", err)
 	}
 }
 
