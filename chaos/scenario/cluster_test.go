@@ -327,6 +327,7 @@ func (e *env) awaitWrite(since int64) {
 type clusterRun struct {
 	from, to int64
 	steps    []clusterStep
+	resign   int64 // when the leading holder was told to resign; 0 if it was not
 }
 
 // clusterStep is a part of a run that hit one node ("" for none).
@@ -430,12 +431,15 @@ var clusterFaults = []clusterCase{
 			e.awaitWrite(record.Now())
 			time.Sleep(time.Second)
 			h, token := e.current()
+			resign := record.Now()
 			e.resign(h)
 			e.leader(token)
 			time.Sleep(time.Second)
 			e.restartNode(n)
 			time.Sleep(time.Second)
-			return single(from, record.Now(), n.Name())
+			r := single(from, record.Now(), n.Name())
+			r.resign = resign
+			return r
 		}},
 }
 
@@ -480,7 +484,9 @@ func testCluster(t *testing.T, name, fault, desc string, c clusterConfig, n int,
 		}
 	}
 	slices.Sort(accepted)
-	var streamGaps, workGaps, beyond, graceful []time.Duration
+	// graceful: the handovers a resign began; released: those of releases
+	// made during the outage (a holder past its renew deadline steps down).
+	var streamGaps, workGaps, beyond, graceful, released []time.Duration
 	handovers := 0
 	for i, r := range runs {
 		sFrom, sTo := ps.streamGap(r)
@@ -490,8 +496,12 @@ func testCluster(t *testing.T, name, fault, desc string, c clusterConfig, n int,
 		for _, ho := range res.Handovers {
 			if ho.To.Acquired >= r.from && ho.To.Acquired <= r.to {
 				hos = append(hos, ho)
-				if ho.Cause == "release" {
+				switch {
+				case ho.Cause != "release":
+				case r.resign == 0 || resigned(runs[i:i+1], ho):
 					graceful = append(graceful, ho.Latency)
+				default:
+					released = append(released, ho.Latency)
 				}
 			}
 		}
@@ -506,11 +516,19 @@ func testCluster(t *testing.T, name, fault, desc string, c clusterConfig, n int,
 		g := check.Summarize(graceful)
 		notes = fmt.Sprintf("graceful handover %s p50, %s max", fmtMs(g.P50), fmtMs(g.Max))
 	}
+	if len(released) > 0 {
+		g := check.Summarize(released)
+		notes = strings.TrimPrefix(fmt.Sprintf("%s; %d handover(s) after releases made during the outage, %s max",
+			notes, len(released), fmtMs(g.Max)), "; ")
+	}
 	addFailover(report.Failover{Fault: fault, TTL: ttl, Renew: c.renew, Runs: n, Stream: check.Summarize(streamGaps),
 		Work: check.Summarize(workGaps), Beyond: check.Summarize(beyond), Handovers: handovers, Notes: notes})
 	causes := []string{string(record.MarkNodeKill), string(record.MarkNodeStop), string(record.MarkPartition)}
 	if fault == "graceful-after-failover" {
+		// The row times the resigns; releases made during the outage are
+		// in the notes.
 		causes = []string{"release"}
+		e.counts = func(ho check.Handover) bool { return ho.Cause != "release" || resigned(runs, ho) }
 	}
 	config := fmt.Sprintf("TTL %v", ttl)
 	if c.renew > 0 {
@@ -519,6 +537,14 @@ func testCluster(t *testing.T, name, fault, desc string, c clusterConfig, n int,
 	e.finish(fmt.Sprintf("3-node cluster, %s: %s", config, desc), n,
 		fmt.Sprintf("stream unavailable %s, workload gap %s (max over runs)", fmtMs(check.Summarize(streamGaps).Max),
 			fmtMs(check.Summarize(workGaps).Max)), causes...)
+}
+
+// resigned reports whether ho began with a release made after one of runs
+// told the leading holder to resign.
+func resigned(runs []clusterRun, ho check.Handover) bool {
+	return slices.ContainsFunc(runs, func(r clusterRun) bool {
+		return r.resign != 0 && ho.From.ReleaseCall >= r.resign && ho.From.ReleaseCall <= r.to
+	})
 }
 
 func fmtMs(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
