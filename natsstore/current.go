@@ -75,6 +75,23 @@ func (s *Store) replicated() bool { return s.replicas > 1 && s.nc != nil }
 // nothing for a bucket of one replica, and one request when the leader is
 // in touch with every replica.
 func (s *Store) current(ctx context.Context, deadline time.Time, what string, r readMark) error {
+	return s.currentUnless(ctx, deadline, what, r, nil)
+}
+
+// errMovedOn reports a read that was not confirmed because what it read
+// changed meanwhile: acting on it is moot, and reading again is what to do.
+var errMovedOn = errors.New("natsstore: the key changed while its read was being confirmed")
+
+// movedPoll is how often currentUnless asks whether the read moved on while
+// it waits for the stream leader to hear from its replicas.
+const movedPoll = 5 * time.Millisecond
+
+// currentUnless is current, which returns errMovedOn as soon as moved (if
+// not nil) reports, while it waits, that what was read changed since: a
+// standby confirming that a key is held, whose watch then delivers the
+// release, reads the key again at once instead of after the wait (up to
+// currentWaits while a replica is down).
+func (s *Store) currentUnless(ctx context.Context, deadline time.Time, what string, r readMark, moved func() bool) error {
 	if !s.replicated() {
 		return nil
 	}
@@ -107,17 +124,41 @@ func (s *Store) current(ctx context.Context, deadline time.Time, what string, r 
 		if !retry || waited+wait > currentWaits || time.Until(deadline) < wait {
 			break
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := waitUnless(ctx, wait, moved); err != nil {
+			if errors.Is(err, errMovedOn) {
+				return err
+			}
 			return s.unconfirmed(ctx, what, sent, why)
-		case <-t.C:
 		}
 		waited += wait
 		wait *= 2
 	}
 	return s.unconfirmed(ctx, what, sent, why)
+}
+
+// waitUnless waits for d. It returns ctx's error when ctx ends first, and
+// errMovedOn when moved (if not nil) reports true first.
+func waitUnless(ctx context.Context, d time.Duration, moved func() bool) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var poll <-chan time.Time
+	if moved != nil {
+		tick := time.NewTicker(movedPoll)
+		defer tick.Stop()
+		poll = tick.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case <-poll:
+			if moved() {
+				return errMovedOn
+			}
+		}
+	}
 }
 
 // unconfirmed reports a read that could not be confirmed as a failure of

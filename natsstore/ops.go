@@ -138,7 +138,21 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 		v, err := s.judge(ctx, deadline, c, last)
 		if err == nil && !v.free {
 			// Held by another: an answer given without a write to prove it.
-			if err := s.current(ctx, deadline, "acquire "+c.LeaseID, readAt); err != nil {
+			// Should the key change while that is confirmed (its watch saw
+			// a release), read it again, in the first attempt only: the
+			// revision the watch saw may be one the stream leader has yet
+			// to apply.
+			var changed func() bool
+			if attempt == 0 {
+				read := last.Sequence
+				changed = func() bool { st, _ := s.keys.get(c.LeaseID); return st.rev > read }
+			}
+			err := s.currentUnless(ctx, deadline, "acquire "+c.LeaseID, readAt, changed)
+			if errors.Is(err, errMovedOn) {
+				write, last = false, nil
+				continue
+			}
+			if err != nil {
 				return lease.Acquisition{}, err
 			}
 		}
