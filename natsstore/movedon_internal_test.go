@@ -2,7 +2,6 @@ package natsstore
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -51,24 +49,17 @@ func (k *releasingKV) PublishMsg(context.Context, *nats.Msg, ...jetstream.Publis
 // handover after a failover took 76 ms so, against 5 to 9 ms).
 func TestReadMovedOnWhileConfirmedIsReadAgain(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := serverConn(t)
 	var asked atomic.Int32
 	// A leader that has not heard from its one live follower since the
 	// read: never confirms it, and says it may later.
 	since := time.Now().Add(-time.Hour)
-	sub, err := nc.Subscribe("test.info", func(m *nats.Msg) {
+	answerInfo(t, nc, func() streamView {
 		asked.Add(1)
-		v := streamView{TS: time.Now(), Cluster: &jetstream.ClusterInfo{Leader: "n2", LeaderSince: &since,
+		return streamView{TS: time.Now(), Cluster: &jetstream.ClusterInfo{Leader: "n2", LeaderSince: &since,
 			Replicas: []*jetstream.PeerInfo{{Name: "n1", Current: true, Active: 2 * time.Second},
 				{Name: "n3", Offline: true}}}}
-		b, _ := json.Marshal(v)
-		_ = m.Respond(b)
 	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	kv := &releasingKV{}
 	s := &Store{
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), kv: kv, nc: nc, replicas: 3, bucket: "b",

@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/asterforge/aster/internal/natstest"
 )
 
 // firstUnansweredKV leaves its first read unanswered, as a stream without a
@@ -46,10 +43,7 @@ func (k *firstUnansweredKV) GetLastMsgForSubject(ctx context.Context, subject st
 // could be judged by a later time than it was asked at.
 func TestResentReadIsMarkedByTheRequestAnswered(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := serverConn(t)
 	kv := &firstUnansweredKV{}
 	s := &Store{kv: kv, nc: nc, replicas: 3}
 

@@ -29,6 +29,28 @@ func (k *revisionKV) GetLastMsgForSubject(_ context.Context, subject string) (*j
 	return &jetstream.RawStreamMsg{Subject: subject, Sequence: k.rev.Load()}, nil
 }
 
+// serverConn starts a server and returns a connection to it.
+func serverConn(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// answerInfo answers the stream information requests of a store whose
+// infoSubject is "test.info" on nc with view's stream view.
+func answerInfo(t *testing.T, nc *nats.Conn, view func() streamView) {
+	t.Helper()
+	sub, err := nc.Subscribe("test.info", func(m *nats.Msg) {
+		b, _ := json.Marshal(view())
+		_ = m.Respond(b)
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+}
+
 // staleStore is a store of a bucket of the given replicas whose reads kv
 // answers, whose clock is *now, and whose stream leader always confirms a
 // read: it says it heard from every replica just now. That is what a store
@@ -36,19 +58,12 @@ func (k *revisionKV) GetLastMsgForSubject(_ context.Context, subject string) (*j
 // confirmation.
 func staleStore(t *testing.T, replicas int, kv keyValue, now *time.Time, events *[]Event) *Store {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := serverConn(t)
 	since := time.Now().Add(-time.Hour)
-	sub, err := nc.Subscribe("test.info", func(m *nats.Msg) {
-		v := streamView{TS: time.Now(), Cluster: &jetstream.ClusterInfo{Leader: "n2", LeaderSince: &since,
+	answerInfo(t, nc, func() streamView {
+		return streamView{TS: time.Now(), Cluster: &jetstream.ClusterInfo{Leader: "n2", LeaderSince: &since,
 			Replicas: []*jetstream.PeerInfo{{Name: "n1", Current: true}, {Name: "n3", Current: true}}}}
-		b, _ := json.Marshal(v)
-		_ = m.Respond(b)
 	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	var mu sync.Mutex
 	return &Store{
 		cfg: Config{OnEvent: func(ev Event) {
