@@ -79,7 +79,8 @@ func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m 
 			}
 			if s.keys.note(key, rev, notedFallback) {
 				reason := fmt.Sprintf("revision %d stayed unchanged for %v, longer than its TTL of %v: the server "+
-					"is not expiring it (a server before 2.11 ignores per-message TTLs)", rev, wait, ttl)
+					"did not expire it (a server before 2.11 ignores per-message TTLs; a stream without a leader, during a "+
+					"failover or a partition, expires nothing until it has one)", rev, wait, ttl)
 				s.log.Warn("natsstore: "+reason+"; judged expired by observation", "lease", key)
 				s.emit(ExpiryFallback{Bucket: s.bucket, Key: key, Reason: reason})
 			}
