@@ -22,10 +22,12 @@ import (
 type releasingKV struct {
 	keyValue
 	released atomic.Bool
+	reads    atomic.Int32
 	writes   atomic.Int32
 }
 
 func (k *releasingKV) GetLastMsgForSubject(_ context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	k.reads.Add(1)
 	if k.released.Load() {
 		rec := record{Kind: kindReleased, Owner: "owner-a", Term: "term-a"}
 		return &jetstream.RawStreamMsg{Subject: subject, Sequence: 11, Header: nats.Header{hdrOperation: []string{opDelete}},
@@ -40,19 +42,14 @@ func (k *releasingKV) PublishMsg(context.Context, *nats.Msg, ...jetstream.Publis
 	return &jetstream.PubAck{Stream: "KV_b", Sequence: 12}, nil
 }
 
-// A standby's read that found the key held is confirmed with the stream
-// leader before Acquire answers "held". While a replica is down the leader
-// may take up to a second to show that it heard from a majority since the
-// read; should the watch deliver the holder's release meanwhile, Acquire
-// reads the key again and takes it, instead of answering "held" after the
-// wait (and the standby acquiring only on its next attempt: a graceful
-// handover after a failover took 76 ms so, against 5 to 9 ms).
-func TestReadMovedOnWhileConfirmedIsReadAgain(t *testing.T) {
-	t.Parallel()
+// unconfirmingStore is a store of a bucket of three replicas over a
+// releasingKV, with "job" seen held by owner-a, whose stream leader has not
+// heard from its one live follower since any read: it never confirms one,
+// and says it may later. asked counts its answers.
+func unconfirmingStore(t *testing.T) (*Store, *releasingKV, *atomic.Int32) {
+	t.Helper()
 	nc := serverConn(t)
-	var asked atomic.Int32
-	// A leader that has not heard from its one live follower since the
-	// read: never confirms it, and says it may later.
+	asked := new(atomic.Int32)
 	since := time.Now().Add(-time.Hour)
 	answerInfo(t, nc, func() streamView {
 		asked.Add(1)
@@ -68,6 +65,19 @@ func TestReadMovedOnWhileConfirmedIsReadAgain(t *testing.T) {
 	}
 	// A standby that has seen the key held, as its watch reported.
 	s.keys.put("job", heldState(10, record{Kind: kindHeld, Owner: "owner-a", Term: "term-a", TTL: 30 * time.Second}))
+	return s, kv, asked
+}
+
+// A standby's read that found the key held is confirmed with the stream
+// leader before Acquire answers "held". While a replica is down the leader
+// may take up to a second to show that it heard from a majority since the
+// read; should the watch deliver the holder's release meanwhile, Acquire
+// reads the key again and takes it, instead of answering "held" after the
+// wait (and the standby acquiring only on its next attempt: a graceful
+// handover after a failover took 76 ms so, against 5 to 9 ms).
+func TestReadMovedOnWhileConfirmedIsReadAgain(t *testing.T) {
+	t.Parallel()
+	s, kv, asked := unconfirmingStore(t)
 	claim := lease.Claim{LeaseID: "job", OwnerID: "owner-b", Term: "term-b", TTL: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -94,4 +104,39 @@ func TestReadMovedOnWhileConfirmedIsReadAgain(t *testing.T) {
 	require.True(t, got.Acquired, "the standby answered %+v after its watch saw the release", got.Holder)
 	assert.Equal(t, lease.Token(12), got.Lease.Token)
 	assert.Equal(t, int32(1), kv.writes.Load())
+}
+
+// The re-read is for the first attempt only: a watch can deliver revisions
+// the stream leader has not applied yet, and a store that re-read for each
+// would use up its attempts re-reading and report the key as changing. The
+// second read, still showing the key held, is confirmed like any other
+// whatever the watch delivers meanwhile, and nothing is written on an
+// unconfirmed read.
+func TestReadMovedOnIsReadAgainOnce(t *testing.T) {
+	t.Parallel()
+	s, kv, asked := unconfirmingStore(t)
+	claim := lease.Claim{LeaseID: "job", OwnerID: "owner-b", Term: "term-b", TTL: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() {
+		_, err := s.Acquire(ctx, claim)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return asked.Load() > 0 }, 5*time.Second, time.Millisecond,
+		"the read was never being confirmed")
+	// The watch runs ahead of the leader, which still shows revision 10,
+	// once during each confirmation.
+	s.keys.saw("job", keyState{rev: 11, free: true}, false)
+	require.Eventually(t, func() bool { return kv.reads.Load() == 2 }, 5*time.Second, time.Millisecond,
+		"the key was not read again")
+	n := asked.Load()
+	require.Eventually(t, func() bool { return asked.Load() > n }, 5*time.Second, time.Millisecond,
+		"the second read was never being confirmed")
+	s.keys.saw("job", keyState{rev: 12, free: true}, false)
+	err := <-done
+	require.ErrorIs(t, err, lease.ErrUnavailable)
+	assert.Contains(t, err.Error(), "cannot be trusted", "the second read was confirmed, and could not be")
+	assert.Equal(t, int32(2), kv.reads.Load(), "one read, and one read again")
+	assert.Zero(t, kv.writes.Load())
 }
