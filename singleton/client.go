@@ -221,7 +221,11 @@ func (c *Client) Request(ctx context.Context, data []byte) (*Reply, error) {
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			return nil, fmt.Errorf("singleton: request %s: %w", id, err)
 		}
-		lastErr = err
+		if ctx.Err() == nil || lastErr == nil {
+			// An attempt cut short by the request's own end says nothing of
+			// the leader: the error before it does.
+			lastErr = err
+		}
 		if w == nil {
 			if w, err = c.enter(); err != nil {
 				return nil, err
