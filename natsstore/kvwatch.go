@@ -198,6 +198,7 @@ func (w *consumerWatch) handle(m *nats.Msg) {
 		created:  meta.Timestamp,
 		delta:    meta.NumPending,
 		op:       entryOp(m.Header),
+		expiry:   expiryMarker(m.Header),
 	}
 	if !w.push(e) {
 		return
@@ -268,6 +269,13 @@ func entryOp(h nats.Header) jetstream.KeyValueOp {
 	return jetstream.KeyValuePut
 }
 
+// expiryMarker reports whether a message with headers h is a marker the
+// server wrote when a value's TTL ran out (or a bucket-wide MaxAge removed
+// it: Store.confirmExpiry tells them apart).
+func expiryMarker(h nats.Header) bool {
+	return h.Get(hdrOperation) == "" && h.Get(hdrMarkerReason) == reasonMaxAge
+}
+
 func (w *consumerWatch) end(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -326,6 +334,7 @@ type kvEntry struct {
 	revision, delta uint64
 	created         time.Time
 	op              jetstream.KeyValueOp
+	expiry          bool // an expiry marker of the server (expiryMarker)
 }
 
 func (e *kvEntry) Bucket() string                  { return e.bucket }
@@ -335,3 +344,7 @@ func (e *kvEntry) Revision() uint64                { return e.revision }
 func (e *kvEntry) Created() time.Time              { return e.created }
 func (e *kvEntry) Delta() uint64                   { return e.delta }
 func (e *kvEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+// expiryMarker reports whether e is an expiry marker of the server, which a
+// jetstream.KeyValueEntry cannot tell from a purge.
+func (e *kvEntry) expiryMarker() bool { return e.expiry }

@@ -26,6 +26,10 @@ type keyState struct {
 	// expiry marker, or an empty subject that is explained), so Acquire may
 	// write at rev directly.
 	free bool
+	// expired: rev is an expiry marker of the server that a watch
+	// delivered, not yet trusted: Acquire may write at rev once
+	// Store.confirmExpiry passes, as judge does for one it read.
+	expired bool
 	// gone: the key vanished without a release at rev (a delete or purge
 	// marker no owner wrote, or, with rev 0, an empty subject where a value
 	// was seen). It is free once the bucket's maximum lease TTL has passed
@@ -209,9 +213,13 @@ func (s *Store) watched(e jetstream.KeyValueEntry) {
 		if r, err := parseRecord(e.Value()); err == nil && r.Kind == kindReleased {
 			st.free = true
 		}
+	case jetstream.KeyValuePurge:
+		if m, ok := e.(interface{ expiryMarker() bool }); ok && m.expiryMarker() {
+			st.expired = true
+		}
 	}
-	// Anything else (an expiry marker, a purge, a delete by hand, a value
-	// that is not a lease) is recorded as neither free nor held: Acquire
-	// reads the key and judges it, with the clock started now.
+	// Anything else (a purge, a delete by hand, a value that is not a
+	// lease) is recorded as neither free nor held: Acquire reads the key
+	// and judges it, with the clock started now.
 	s.keys.saw(e.Key(), st, seen)
 }

@@ -74,7 +74,10 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 	}
 
 	rec.Acquired = time.Now().UnixMilli()
-	expect, write := s.fastPath(c.LeaseID, c.OwnerID, c.Term)
+	expect, write, err := s.fastPath(ctx, deadline, c.LeaseID, c.OwnerID, c.Term)
+	if err != nil {
+		return lease.Acquisition{}, err
+	}
 	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
 	var readAt readMark              // when last was asked for
 	refused := false                 // the last write was refused: the key was not at expect
@@ -223,15 +226,30 @@ func heldState(rev uint64, r record) keyState {
 // the key's last revision when this store knows it to be free or held by the
 // claim's own term, 0 when the store knows nothing about the key (it is most
 // likely new). write is false when the key is known to hold something else.
-func (s *Store) fastPath(key, owner, term string) (rev uint64, write bool) {
+//
+// A key whose watch delivered an expiry marker is written at the marker's
+// revision once confirmExpiry trusts the marker, as judge trusts one it
+// read: the write's expected revision checks that the marker is still the
+// key's last message, and a refused write has the key read. A read of the
+// key needs JetStream's meta leader, which a cluster can lack for seconds
+// after a partition heals, while its stream takes writes and confirmExpiry
+// asks the stream leader alone. Should the marker not be trusted, the key
+// is read and judged; a bucket found changed (ErrStoreConfig) is the error.
+func (s *Store) fastPath(ctx context.Context, deadline time.Time, key, owner, term string) (rev uint64, write bool, err error) {
 	st, ok := s.keys.get(key)
 	switch {
 	case !ok:
-		return 0, true
+		return 0, true, nil
 	case st.free || st.term == term && st.owner == owner:
-		return st.rev, true
+		return st.rev, true, nil
+	case st.expired:
+		err := s.confirmExpiry(ctx, deadline, key)
+		if errors.Is(err, lease.ErrStoreConfig) {
+			return 0, false, err
+		}
+		return st.rev, err == nil, nil
 	default:
-		return 0, false
+		return 0, false, nil
 	}
 }
 
