@@ -126,8 +126,19 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			}
 		}
 		if last == nil {
-			m, mark, err := s.readMarked(ctx, deadline, c.LeaseID)
+			m, mark, err := s.readOrFree(ctx, deadline, c.LeaseID)
 			readAt = mark
+			var free *freeAt
+			if errors.As(err, &free) {
+				if refused && free.rev == expect {
+					// The replica that answered is behind the stream
+					// leader, which refused that write: wait for a read.
+					err = free.read
+				} else {
+					expect, write, refused = free.rev, true, false
+					continue
+				}
+			}
 			if err != nil {
 				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 			}
@@ -587,6 +598,12 @@ func (s *Store) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.Pu
 // for its whole deadline after the stream is back, missing the release its
 // watch reports meanwhile.
 func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStreamMsg, readMark, error) {
+	return s.getLastVia(actx, subject, nil)
+}
+
+// getLastVia is getLast, where a read refused for want of a meta leader
+// calls alt (if not nil): an error alt returns ends the read (direct.go).
+func (s *Store) getLastVia(actx context.Context, subject string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
 	var (
 		m    *jetstream.RawStreamMsg
 		mark readMark
@@ -594,6 +611,11 @@ func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStr
 	_, err := s.resending(actx, func(sctx context.Context) (err error) {
 		mark = s.markRead()
 		m, err = s.kv.GetLastMsgForSubject(sctx, subject)
+		if alt != nil && metaLeaderless(err) {
+			if aerr := alt(sctx, err); aerr != nil {
+				return aerr
+			}
+		}
 		return err
 	})
 	return m, mark, err
@@ -672,11 +694,25 @@ func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jets
 // request that was answered was sent (the call may send it more than once),
 // for Store.current.
 func (s *Store) readMarked(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
+	return s.readVia(ctx, deadline, key, nil)
+}
+
+// readOrFree is readMarked for Acquire, which also looks for the key free
+// through a direct get while reads are refused for want of a meta leader:
+// it then returns a *freeAt error (direct.go).
+func (s *Store) readOrFree(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
+	return s.readVia(ctx, deadline, key, func(sctx context.Context, err error) error {
+		return s.directFree(sctx, deadline, key, err)
+	})
+}
+
+// readVia is readMarked, whose refused reads call alt (see getLast).
+func (s *Store) readVia(ctx context.Context, deadline time.Time, key string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
 	g := s.guard(ctx, deadline, 4)
 	defer g.end()
 	rctx := g.ctx
 	top := s.keyTop(key) // before the request: the server had it then
-	m, mark, err := s.getLast(rctx, s.subject+key)
+	m, mark, err := s.getLastVia(rctx, s.subject+key, alt)
 	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
 	}

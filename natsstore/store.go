@@ -40,6 +40,9 @@ type Store struct {
 	claimMax    time.Duration // the longest TTL a claim may have
 	replicas    int           // the bucket's replicas: reads of more than one are confirmed (current.go)
 	infoSubject string        // "$JS.API.STREAM.INFO.KV_<bucket>", with the domain or API prefix
+	// directPrefix is "$JS.API.DIRECT.GET.KV_<bucket>.", with the domain
+	// or API prefix: a key's subject after it asks any replica (direct.go).
+	directPrefix string
 
 	top    atomic.Uint64               // the highest stream revision seen
 	behind staleReads                  // reads that showed a revision below one seen (stale.go)
@@ -176,19 +179,20 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 			silence:       silence,
 			deleteTimeout: cfg.timeout(),
 		},
-		js:          js,
-		bucket:      name,
-		subject:     "$KV." + name + ".",
-		keys:        newKeyCache(time.Now),
-		markerTTL:   time.Duration(st.markerTTL) * time.Second,
-		created:     st.facts.created,
-		maxTTL:      st.maxTTL,
-		maxRecorded: st.maxRecorded,
-		claimMax:    st.claimMax,
-		replicas:    st.replicas,
-		infoSubject: prefix + "STREAM.INFO.KV_" + name,
-		checks:      checker{slot: make(chan struct{}, 1)},
-		pokes:       make(chan struct{}, 1),
+		js:           js,
+		bucket:       name,
+		subject:      "$KV." + name + ".",
+		keys:         newKeyCache(time.Now),
+		markerTTL:    time.Duration(st.markerTTL) * time.Second,
+		created:      st.facts.created,
+		maxTTL:       st.maxTTL,
+		maxRecorded:  st.maxRecorded,
+		claimMax:     st.claimMax,
+		replicas:     st.replicas,
+		infoSubject:  prefix + "STREAM.INFO.KV_" + name,
+		directPrefix: prefix + "DIRECT.GET.KV_" + name + ".",
+		checks:       checker{slot: make(chan struct{}, 1)},
+		pokes:        make(chan struct{}, 1),
 	}
 	s.mode.Store(uint32(st.mode))
 	s.sawRevision(st.facts.lastSeq)
