@@ -31,6 +31,11 @@ import (
 // answer that shows the key held, or empty, is not acted on; the read's
 // error stands.
 
+// directWait bounds a direct get: a user without the permission for it
+// (optional, see docs/nats.md) gets no answer, and the read it stands in
+// for is sent again meanwhile.
+const directWait = 200 * time.Millisecond
+
 // errCodeClusterNotAvailable is JetStream's error code for "JetStream system
 // temporarily unavailable", its answer while its meta group has no leader.
 const errCodeClusterNotAvailable jetstream.ErrorCode = 10008
@@ -62,7 +67,9 @@ func (s *Store) directFree(ctx context.Context, deadline time.Time, key string, 
 	if s.nc == nil || s.directPrefix == "" {
 		return nil
 	}
-	resp, err := s.nc.RequestWithContext(ctx, s.directPrefix+s.subject+key, nil)
+	dctx, cancel := context.WithTimeout(ctx, directWait)
+	defer cancel()
+	resp, err := s.nc.RequestWithContext(dctx, s.directPrefix+s.subject+key, nil)
 	if err != nil {
 		return nil
 	}

@@ -366,6 +366,9 @@ func (c *connState) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) 
 		// A watch that is down follows its keys' writes if the user may
 		// (hint.go); nothing else uses the subscription.
 		c.log.Debug("natsstore: subscription to a key's subject refused", "err", err)
+	case directRefusal(err):
+		// Only while reads wait for a meta leader (direct.go).
+		c.log.Debug("natsstore: direct get refused", "err", err)
 	default:
 		subject := ""
 		if sub != nil {

@@ -229,7 +229,7 @@ func (r *watchRun) deliverHints(res hintRead) {
 		}
 		r.hintRevs[f.key] = m.Sequence
 		r.out.entry(&kvEntry{bucket: r.s.bucket, key: f.key, value: m.Data, revision: m.Sequence, created: m.Time,
-			op: entryOp(m.Header)}, false)
+			op: entryOp(m.Header), expiry: expiryMarker(m.Header)}, false)
 	}
 }
 
@@ -239,4 +239,12 @@ func (r *watchRun) deliverHints(res hintRead) {
 func hintRefusal(err error) bool {
 	v, ok := parseViolation(err)
 	return ok && v.subscribe && strings.Contains(v.subject, "$KV.")
+}
+
+// directRefusal reports whether err is the server's refusal of a direct
+// get (direct.go), which a user may lack the permission for: the read it
+// stands in for reports the failure.
+func directRefusal(err error) bool {
+	v, ok := parseViolation(err)
+	return ok && !v.subscribe && strings.Contains(v.subject, ".DIRECT.GET.KV_")
 }

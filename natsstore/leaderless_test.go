@@ -1,8 +1,12 @@
 package natsstore
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,4 +252,65 @@ func TestWatchedExpiryOvertakenIsNotTaken(t *testing.T) {
 	require.False(t, got.Acquired, "an overtaken expiry marker was taken for the key's state")
 	assert.Equal(t, "owner-c", got.Holder.OwnerID)
 	assert.Equal(t, writes+1, kv.writes.Load(), "the marker was not tried with a write")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes, for a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A user may lack the permission for direct gets: while reads are refused,
+// Acquire then reports them unavailable, as before, and neither blames the
+// permission (ErrPermission) nor logs the refusal as a warning.
+func TestDirectGetWithoutPermission(t *testing.T) {
+	t.Parallel()
+	pub, sub := natstest.Permissions(DefaultBucket, natstest.Topology{})
+	var allowed []string
+	for _, p := range pub {
+		if !strings.Contains(p.Subject, "DIRECT.GET") {
+			allowed = append(allowed, p.Subject)
+		}
+	}
+	require.Len(t, allowed, len(pub)-1, "no direct get permission to take away")
+	srv := natstest.Start(t, natstest.WithUser("admin", "pw"), natstest.WithRestrictedUser("svc", "pw", allowed, sub))
+	var logs syncBuffer
+	open := func(user string, log *slog.Logger) (*Store, *leaderlessReadsKV) {
+		s, err := Dial(t.Context(), DialOptions{URLs: []string{srv.ClientURL()}, User: user, Password: "pw"}, Config{Logger: log})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		kv := &leaderlessReadsKV{keyValue: s.kv}
+		s.kv = kv
+		return s, kv
+	}
+	a, _ := open("admin", nil)
+	b, kv := open("svc", slog.New(slog.NewTextHandler(&logs, nil)))
+	c := claim("k", "owner-a")
+	c.TTL = time.Second
+	held, err := a.Acquire(t.Context(), c)
+	require.NoError(t, err)
+	require.True(t, held.Acquired)
+	waitMarker(t, b)
+	kv.down.Store(true)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err = b.Acquire(ctx, claim("k", "owner-b"))
+	require.ErrorIs(t, err, lease.ErrUnavailable)
+	require.NotErrorIs(t, err, ErrPermission)
+	require.Eventually(t, func() bool { return b.nc.LastError() != nil }, time.Second, time.Millisecond,
+		"the server did not refuse the direct get: the test proves nothing")
+	assert.Contains(t, b.nc.LastError().Error(), "DIRECT.GET")
+	assert.NotContains(t, logs.String(), "level=WARN", "the refusal was logged as a warning")
 }

@@ -93,6 +93,8 @@ func Permissions(bucket string, t Topology) (publish []Permission, subscribe []s
 		{Subject: kv + ".>", Why: "acquire, renew and release (conditional publishes with a TTL)", Refused: true},
 		{Subject: api + ".CONSUMER.DELETE." + stream + ".>", Why: "stop a watch: remove its consumer (without it, Close waits for its timeout)"},
 		{Subject: "$JS.FC." + stream + ".>", Why: "flow control of a watch (without it, a watch stalls for good after about 2 MiB of updates)"},
+		{Subject: api + ".DIRECT.GET." + stream + ".>", Why: "read a lease through any replica while reads wait for a meta leader " +
+			"(without it, a standby then cannot take an expired lease)"},
 		{Subject: api + ".STREAM.CREATE." + stream, Why: "create the bucket (with the configuration leases need)", Create: true},
 	}, []string{t.Inbox() + ".>"}
 }
@@ -109,7 +111,7 @@ func CrossAccount(bucket, exporter string, t Topology, create bool) (exports, im
 	stream := "KV_" + bucket
 	p := strings.TrimSuffix(t.APIPrefix, ".")
 	services := []string{"INFO", "STREAM.INFO." + stream, "STREAM.MSG.GET." + stream,
-		"CONSUMER.CREATE." + stream + ".>", "CONSUMER.DELETE." + stream + ".>"}
+		"CONSUMER.CREATE." + stream + ".>", "CONSUMER.DELETE." + stream + ".>", "DIRECT.GET." + stream + ".>"}
 	if create {
 		services = append(services, "STREAM.CREATE."+stream)
 	}
