@@ -231,4 +231,20 @@ func deployment(t *testing.T, newStore func(t *testing.T) *natsstore.Store, js j
 	})
 	t.Run("Handover", func(t *testing.T) { handover(t, newStore(t), newStore(t)) })
 	t.Run("WatchFlowControl", func(t *testing.T) { flood(t, newStore(t), js) })
+	t.Run("DirectGet", func(t *testing.T) { directGet(t, newStore(t)) })
+}
+
+// directGet checks that the store's direct get (which stands in for reads
+// while JetStream has no meta leader) reaches the bucket in the deployment,
+// with the permissions it was given, and shows a released key free.
+func directGet(t *testing.T, s *natsstore.Store) {
+	t.Helper()
+	id := "direct." + strings.ReplaceAll(t.Name(), "/", ".")
+	l := mustAcquire(t, s, claim(id, "owner-a"))
+	require.NoError(t, s.Release(ctxT(t), l))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	rev, err := natsstore.DirectFree(ctx, s, id)
+	require.NoError(t, err)
+	require.Greater(t, rev, l.Revision, "a direct get did not show the released key free")
 }
