@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,16 +83,34 @@ func (s *Store) directFree(ctx context.Context, deadline time.Time, key string, 
 		return nil
 	}
 	if rec.Kind != kindReleased {
-		if err := s.confirmExpiry(ctx, deadline, key); err != nil {
-			if errors.Is(err, lease.ErrStoreConfig) {
-				return err
-			}
-			return nil
+		if ok, err := s.trustMarker(ctx, deadline, key); !ok {
+			return err
 		}
 	}
 	s.log.Info("natsstore: reads wait for JetStream's meta leader; a direct get shows the key free: writing at its revision",
 		"lease", key, "revision", m.Sequence, "read", readErr)
 	return &freeAt{rev: m.Sequence, read: readErr}
+}
+
+// trustMarker reports whether an expiry marker of key that was not read
+// through the stream leader (a watch delivered it, or a direct get showed
+// it) may be written at: confirmExpiry passes, as judge requires of one it
+// read. Only a bucket found changed (ErrStoreConfig) is an error; a marker
+// that cannot be confirmed now is not trusted, and the key is read.
+func (s *Store) trustMarker(ctx context.Context, deadline time.Time, key string) (bool, error) {
+	err := s.confirmExpiry(ctx, deadline, key)
+	if errors.Is(err, lease.ErrStoreConfig) {
+		return false, err
+	}
+	return err == nil, nil
+}
+
+// directRefusal reports whether err is the server's refusal of a direct
+// get, which a user may lack the permission for: the read it stands in for
+// reports the failure.
+func directRefusal(err error) bool {
+	v, ok := parseViolation(err)
+	return ok && !v.subscribe && strings.Contains(v.subject, ".DIRECT.GET.KV_")
 }
 
 // directMsg decodes a direct get's answer from stream: the message, with its

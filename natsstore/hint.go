@@ -240,11 +240,3 @@ func hintRefusal(err error) bool {
 	v, ok := parseViolation(err)
 	return ok && v.subscribe && strings.Contains(v.subject, "$KV.")
 }
-
-// directRefusal reports whether err is the server's refusal of a direct
-// get (direct.go), which a user may lack the permission for: the read it
-// stands in for reports the failure.
-func directRefusal(err error) bool {
-	v, ok := parseViolation(err)
-	return ok && !v.subscribe && strings.Contains(v.subject, ".DIRECT.GET.KV_")
-}

@@ -254,11 +254,8 @@ func (s *Store) fastPath(ctx context.Context, deadline time.Time, key, owner, te
 	case st.free || st.term == term && st.owner == owner:
 		return st.rev, true, nil
 	case st.expired:
-		err := s.confirmExpiry(ctx, deadline, key)
-		if errors.Is(err, lease.ErrStoreConfig) {
-			return 0, false, err
-		}
-		return st.rev, err == nil, nil
+		ok, err := s.trustMarker(ctx, deadline, key)
+		return st.rev, ok, err
 	default:
 		return 0, false, nil
 	}
