@@ -216,7 +216,7 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 	if err == nil || errors.Is(err, lease.ErrLost) || fatal(err) {
 		g.released, g.relErr = true, err
 	}
-	g.l.pokeWaiter(g.resource)
+	g.l.pokeWaiter(g)
 	if err != nil {
 		err = fmt.Errorf("lock: release %s: %w", g.resource, err)
 		if g.released {

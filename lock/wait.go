@@ -84,12 +84,18 @@ func (l *Locker) dequeue(resource string, w *waiter, got *Guard) {
 	}
 }
 
-// pokeWaiter tells the first waiter for resource, if any, that a guard of
-// this Locker has just released it, so that it tries at once.
-func (l *Locker) pokeWaiter(resource string) {
+// pokeWaiter tells the first waiter for g's resource, if any, that g, a
+// guard of this Locker, has just released it, so that it tries at once.
+// A waiter that took the lock since (woken by its watch before the poke)
+// has handed the turn on: the next waiter waits for that waiter's guard,
+// not for g, and a poke of g would only cost it a store call that finds
+// the lock held. A guard that did not come from the queue (a TryAcquire)
+// pokes while the queue's last guard has ended.
+func (l *Locker) pokeWaiter(g *Guard) {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
-	if q := l.queues[resource]; q != nil && len(q.waiters) > 0 {
+	if q := l.queues[g.resource]; q != nil && len(q.waiters) > 0 &&
+		(q.holder == nil || q.holder == g || q.holder.Err() != nil) {
 		select {
 		case q.waiters[0].poke <- struct{}{}:
 		default:
