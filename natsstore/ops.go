@@ -54,6 +54,12 @@ const minTTL = time.Second
 // ExpiryFallback). A value this package cannot read is reported as a
 // *CorruptError and never counts as free.
 //
+// Concurrent Acquires of one key by claims of different terms in one store
+// are coalesced: the first runs, and the others take its outcome when it
+// answers them too (the key is held by its new holder, or by the holder it
+// read), so that a release waking many standbys of one process costs one
+// write, not one each (see flights).
+//
 // Errors matching lease.ErrStoreConfig (a *BucketError) mean that the store
 // stopped: the bucket or the server changed under it.
 func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
@@ -61,13 +67,19 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		return lease.Acquisition{}, err
 	}
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
-	return s.acquire(ctx, c, rec, s.ttlFor(c.TTL))
+	return s.coalesced(ctx, c, func(reading func()) (lease.Acquisition, error) {
+		return s.acquire(ctx, c, rec, s.ttlFor(c.TTL), reading)
+	})
 }
 
 // acquire takes c.LeaseID for c's term by writing rec (with a per-message
 // TTL when ttl > 0): Acquire, and AcquireUnder with a record naming the
-// session and no TTL.
-func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time.Duration) (lease.Acquisition, error) {
+// session and no TTL. It calls reading, when not nil, before each read of
+// the key whose answer it may report (see flights).
+func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time.Duration, reading func()) (lease.Acquisition, error) {
+	if reading == nil {
+		reading = func() {}
+	}
 	deadline, err := s.begin(ctx)
 	if err != nil {
 		return lease.Acquisition{}, err
@@ -112,6 +124,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
+				reading()
 				m, mark, rerr := s.readMarked(ctx, deadline, c.LeaseID)
 				readAt = mark
 				if rerr != nil {
@@ -126,6 +139,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			}
 		}
 		if last == nil {
+			reading()
 			m, mark, err := s.readOrFree(ctx, deadline, c.LeaseID)
 			readAt = mark
 			var free *freeAt

@@ -32,6 +32,7 @@ type Store struct {
 	mode      atomic.Uint32 // ExpiryServer or ExpiryObserved; server falls back to observed
 	markerTTL time.Duration // TTL of release markers in server mode
 	keys      *keyCache
+	flights   flights // Acquires in progress, by key (flight.go)
 
 	// The bucket as the store opened it, compared by every check.
 	created     time.Time     // the stream's creation time
