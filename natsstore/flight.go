@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/asterforge/aster/lease"
 )
@@ -108,24 +107,30 @@ func (f *flight) answer(term string, n int) (lease.Acquisition, bool) {
 // coalesced runs acquire for c as a flight of c.LeaseID, or takes the
 // outcome of the flight already in progress when it answers c (see
 // flights). acquire calls reading before each read whose answer it may
-// report. Waiting for a flight is bounded as c's own Acquire is.
+// report. The whole call, waits included, is bounded as c's own Acquire
+// is: by ctx, or the store's timeout when ctx has no deadline.
 func (s *Store) coalesced(ctx context.Context, c lease.Claim,
-	acquire func(reading func()) (lease.Acquisition, error)) (lease.Acquisition, error) {
+	acquire func(ctx context.Context, reading func()) (lease.Acquisition, error)) (lease.Acquisition, error) {
+	deadline, err := s.begin(ctx)
+	if err != nil {
+		return lease.Acquisition{}, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	for {
 		f, n := s.flights.join(c.LeaseID, c.Term)
 		if n == 0 {
-			a, err := acquire(func() { s.flights.reading(f) })
+			a, err := acquire(ctx, func() { s.flights.reading(f) })
 			s.flights.land(c.LeaseID, f, a, err)
 			return a, err
 		}
 		if f.term == c.Term {
-			return acquire(nil)
+			return acquire(ctx, nil)
 		}
-		deadline, err := s.begin(ctx)
-		if err != nil {
-			return lease.Acquisition{}, err
-		}
-		if err := await(ctx, deadline, f.done); err != nil {
+		if err := await(ctx, f.done); err != nil {
 			return lease.Acquisition{}, unavailable(ctx, "acquire "+c.LeaseID+
 				" (waiting for another claim's acquire of it in this store)", err)
 		}
@@ -135,17 +140,13 @@ func (s *Store) coalesced(ctx context.Context, c lease.Claim,
 	}
 }
 
-// await waits until done closes, ctx is done or deadline passes; it returns
-// nil when done closed.
-func await(ctx context.Context, deadline time.Time, done <-chan struct{}) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+// await waits until done closes or ctx is done; it returns nil when done
+// closed.
+func await(ctx context.Context, done <-chan struct{}) error {
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
-		return context.DeadlineExceeded
 	}
 }

@@ -67,7 +67,7 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		return lease.Acquisition{}, err
 	}
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
-	return s.coalesced(ctx, c, func(reading func()) (lease.Acquisition, error) {
+	return s.coalesced(ctx, c, func(ctx context.Context, reading func()) (lease.Acquisition, error) {
 		return s.acquire(ctx, c, rec, s.ttlFor(c.TTL), reading)
 	})
 }
