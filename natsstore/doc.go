@@ -118,7 +118,8 @@
 // (every half Config.WatchCheckInterval), for an interval, with briefly
 // bounded attempts retried quickly; and every Config.WatchCheckInterval it
 // reads the key's last revision and re-creates a watch that has not
-// delivered it (WatchStalled, then WatchRecovered).
+// delivered it (WatchStalled, then WatchRecovered). The Watch calls of one
+// key in a store share one KV watch, each with its own channel.
 // Events are hints: a standby still calls Acquire, and still polls now and
 // then.
 //

@@ -68,6 +68,8 @@ type Store struct {
 
 	// hintsRefused: the server refused a subscription to the keys (hint.go).
 	hintsRefused atomic.Bool
+
+	hub watchHub // Watch calls of one key share one watch run (watchhub.go)
 }
 
 var (

@@ -47,18 +47,31 @@ const (
 // release at once, not at its next poll. This needs permission to subscribe
 // to the key's subject; without it the watch just waits to be re-created.
 //
-// The channel closes when ctx is done or the store is closed, at once: the
-// watch's consumer is deleted in the background (Close waits for that, up to
-// Config.CloseTimeout).
+// The Watch calls of one key in a store share one KV watch (watchhub.go):
+// one consumer on the server, one liveness check, one WatchStalled and
+// WatchRecovered per silence, whatever the number of callers; each caller
+// has its own channel. A call that joins a watch that has reported the key's
+// state gets the latest event the watch delivered at once (its current view
+// of the key), then every change. A call made while the shared watch is
+// being made waits for it within its ctx, and returns the error that made it
+// fail, if one does.
+//
+// Each channel closes when its call's ctx is done or the store is closed, at
+// once. When the last call of a key has left, the watch's consumer is
+// deleted in the background (Close waits for that, up to
+// Config.CloseTimeout), and a later call makes a new watch.
 func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, error) {
 	if err := lease.ValidateLeaseID(leaseID); err != nil {
 		return nil, err
 	}
-	events := make(chan lease.Event, 1)
-	if err := s.follow(ctx, leaseID, &keyOutput{s: s, key: leaseID, events: events}); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return events, nil
+	w, c, err := s.joinWatch(ctx, leaseID)
+	if err != nil {
+		return nil, err
+	}
+	return awaitWatch(ctx, w, c)
 }
 
 // watchOutput receives what a watchRun's KV watches deliver, on the run's
@@ -75,25 +88,6 @@ type watchOutput interface {
 	// close says that the watch has stopped for good.
 	close()
 }
-
-// keyOutput is Watch's output: the coalescing channel of one key.
-type keyOutput struct {
-	s      *Store
-	key    string
-	events chan lease.Event
-}
-
-func (o *keyOutput) start() {}
-
-func (o *keyOutput) entry(e jetstream.KeyValueEntry, _ bool) { o.s.send(o.events, o.s.event(e)) }
-
-func (o *keyOutput) initialDone(seen bool) {
-	if !seen { // the key is empty: say so, it is its current state
-		o.s.send(o.events, lease.Event{LeaseID: o.key, Kind: lease.EventFree})
-	}
-}
-
-func (o *keyOutput) close() { close(o.events) }
 
 // follow keeps a KV watch of filter (a key, or a prefix followed by ">")
 // alive until ctx is done or the store is closed, handing what it delivers
