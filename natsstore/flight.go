@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/asterforge/aster/lease"
 )
@@ -25,9 +26,9 @@ import (
 //     holder was sent, so that the read happened during its call.
 //
 // Any other outcome (an error, a key nobody holds that cannot be taken yet,
-// a claim that joined after the read) answers nobody else: the waiting
-// claim then runs an Acquire of its own, which may lead the next flight. A
-// claim of the flight's own term does not wait.
+// a claim that joined after the read, a claim of the holder's own term)
+// answers nobody else: the waiting claim then runs an Acquire of its own,
+// which may lead the next flight.
 //
 // A waiting claim writes nothing, so the outcome it takes over is one its
 // own call could have had: no claim is ever told it holds a lease it did
@@ -39,21 +40,20 @@ type flights struct {
 
 // flight is one Acquire in progress. Its fields are guarded by flights.mu.
 type flight struct {
-	term   string // the claim's
 	done   chan struct{}
 	joined int // claims that joined it so far
 	asked  int // claims that had joined when its last read was sent
 
-	// Set before done closes.
-	answers bool         // the outcome is "held by holder" for the claims below
-	holder  lease.Holder // who holds the key
-	all     bool         // every claim that joined; otherwise the first asked
+	// Set before done closes. An outcome that answers no waiting claim
+	// leaves holder empty.
+	holder lease.Holder // who holds the key
+	all    bool         // holder answers every claim that joined; otherwise the first asked
 }
 
 // join returns the flight of key in progress and the caller's place among
 // the claims that joined it, or a new flight of key, which the caller leads,
 // and 0.
-func (fs *flights) join(key, term string) (*flight, int) {
+func (fs *flights) join(key string) (*flight, int) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f, ok := fs.in[key]; ok {
@@ -63,14 +63,18 @@ func (fs *flights) join(key, term string) (*flight, int) {
 	if fs.in == nil {
 		fs.in = make(map[string]*flight)
 	}
-	f := &flight{term: term, done: make(chan struct{})}
+	f := &flight{done: make(chan struct{})}
 	fs.in[key] = f
 	return f, 0
 }
 
 // reading says that f's Acquire is about to send a read whose answer it may
-// report: the claims waiting now may take that answer.
+// report: the claims waiting now may take that answer. f may be nil (an
+// Acquire that leads no flight).
 func (fs *flights) reading(f *flight) {
+	if f == nil {
+		return
+	}
 	fs.mu.Lock()
 	f.asked = f.joined
 	fs.mu.Unlock()
@@ -84,10 +88,9 @@ func (fs *flights) land(key string, f *flight, a lease.Acquisition, err error) {
 	case err != nil:
 	case a.Acquired:
 		l := a.Lease
-		f.answers, f.all = true, true
-		f.holder = lease.Holder{OwnerID: l.OwnerID, Term: l.Term, Token: l.Token, TTL: l.TTL, Meta: l.Meta}
+		f.holder, f.all = lease.Holder{OwnerID: l.OwnerID, Term: l.Term, Token: l.Token, TTL: l.TTL, Meta: l.Meta}, true
 	case a.Holder.OwnerID != "":
-		f.answers, f.holder = true, a.Holder
+		f.holder = a.Holder
 	}
 	delete(fs.in, key)
 	close(f.done)
@@ -96,7 +99,7 @@ func (fs *flights) land(key string, f *flight, a lease.Acquisition, err error) {
 // answer returns f's outcome for the claim of term that joined it in place
 // n, if it answers that claim. Call it once f is done.
 func (f *flight) answer(term string, n int) (lease.Acquisition, bool) {
-	if !f.answers || f.holder.Term == term || !f.all && n > f.asked {
+	if f.holder.OwnerID == "" || f.holder.Term == term || !f.all && n > f.asked {
 		return lease.Acquisition{}, false
 	}
 	h := f.holder
@@ -104,33 +107,23 @@ func (f *flight) answer(term string, n int) (lease.Acquisition, bool) {
 	return lease.Acquisition{Holder: h}, true
 }
 
-// coalesced runs acquire for c as a flight of c.LeaseID, or takes the
-// outcome of the flight already in progress when it answers c (see
-// flights). acquire calls reading before each read whose answer it may
-// report. The whole call, waits included, is bounded as c's own Acquire
-// is: by ctx, or the store's timeout when ctx has no deadline.
-func (s *Store) coalesced(ctx context.Context, c lease.Claim,
-	acquire func(ctx context.Context, reading func()) (lease.Acquisition, error)) (lease.Acquisition, error) {
+// coalesced acquires c (writing rec with ttl) as a flight of c.LeaseID, or
+// takes the outcome of the flight already in progress when it answers c
+// (see flights). The whole call, waits included, is bounded as c's own
+// Acquire is: by ctx, or the store's timeout when ctx has no deadline.
+func (s *Store) coalesced(ctx context.Context, c lease.Claim, rec record, ttl time.Duration) (lease.Acquisition, error) {
 	deadline, err := s.begin(ctx)
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
 	for {
-		f, n := s.flights.join(c.LeaseID, c.Term)
+		f, n := s.flights.join(c.LeaseID)
 		if n == 0 {
-			a, err := acquire(ctx, func() { s.flights.reading(f) })
+			a, err := s.acquire(ctx, deadline, c, rec, ttl, f)
 			s.flights.land(c.LeaseID, f, a, err)
 			return a, err
 		}
-		if f.term == c.Term {
-			return acquire(ctx, nil)
-		}
-		if err := await(ctx, f.done); err != nil {
+		if err := await(ctx, deadline, f.done); err != nil {
 			return lease.Acquisition{}, unavailable(ctx, "acquire "+c.LeaseID+
 				" (waiting for another claim's acquire of it in this store)", err)
 		}
@@ -140,13 +133,21 @@ func (s *Store) coalesced(ctx context.Context, c lease.Claim,
 	}
 }
 
-// await waits until done closes or ctx is done; it returns nil when done
-// closed.
-func await(ctx context.Context, done <-chan struct{}) error {
+// await waits until done closes, ctx is done or deadline (if not zero)
+// passes; it returns nil when done closed.
+func await(ctx context.Context, deadline time.Time, done <-chan struct{}) error {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-expired:
+		return context.DeadlineExceeded
 	}
 }

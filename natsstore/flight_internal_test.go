@@ -235,3 +235,33 @@ func TestStandbyWaitingForAnotherIsBounded(t *testing.T) {
 		<-done
 	})
 }
+
+// One tenure, one identity: a claim of the term that the first claim's
+// write made the holder is never told the lease is held, by itself. It runs
+// an Acquire of its own, which takes the lease over from its own term.
+func TestStandbyOfTheNewHoldersTermIsNotHeldByItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kv := &herdKV{gate: make(chan struct{}), later: true}
+		s := herdStore(t, kv)
+		c := lease.Claim{LeaseID: "job", OwnerID: "owner", Term: "term-0", TTL: 10 * time.Second}
+		got := make([]lease.Acquisition, 2)
+		var wg sync.WaitGroup
+		for i := range got {
+			wg.Go(func() {
+				var err error
+				got[i], err = s.Acquire(t.Context(), c)
+				assert.NoError(t, err)
+			})
+			synctest.Wait() // the first's write waits; then the second waits for it
+		}
+		close(kv.gate)
+		wg.Wait()
+
+		for i, a := range got {
+			assert.True(t, a.Acquired, "claim %d: %+v", i, a.Holder)
+		}
+		assert.ElementsMatch(t, []lease.Token{7, 8}, []lease.Token{got[0].Lease.Token, got[1].Lease.Token})
+		writes, _ := kv.counts()
+		assert.Equal(t, 2, writes, "writes")
+	})
+}

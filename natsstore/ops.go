@@ -67,23 +67,16 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		return lease.Acquisition{}, err
 	}
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
-	return s.coalesced(ctx, c, func(ctx context.Context, reading func()) (lease.Acquisition, error) {
-		return s.acquire(ctx, c, rec, s.ttlFor(c.TTL), reading)
-	})
+	return s.coalesced(ctx, c, rec, s.ttlFor(c.TTL))
 }
 
 // acquire takes c.LeaseID for c's term by writing rec (with a per-message
 // TTL when ttl > 0): Acquire, and AcquireUnder with a record naming the
-// session and no TTL. It calls reading, when not nil, before each read of
-// the key whose answer it may report (see flights).
-func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time.Duration, reading func()) (lease.Acquisition, error) {
-	if reading == nil {
-		reading = func() {}
-	}
-	deadline, err := s.begin(ctx)
-	if err != nil {
-		return lease.Acquisition{}, err
-	}
+// session and no TTL, within deadline (from Store.begin). When it leads a
+// flight f, it tells f before each read of the key whose answer it may
+// report (see flights).
+func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
+	f *flight) (lease.Acquisition, error) {
 
 	rec.Acquired = time.Now().UnixMilli()
 	expect, write, err := s.fastPath(ctx, deadline, c.LeaseID, c.OwnerID, c.Term)
@@ -124,7 +117,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			case unknown:
 				// The write may have landed: read the key back. Our nonce
 				// there means it did, and its revision is the token.
-				reading()
+				s.flights.reading(f)
 				m, mark, rerr := s.readMarked(ctx, deadline, c.LeaseID)
 				readAt = mark
 				if rerr != nil {
@@ -139,7 +132,7 @@ func (s *Store) acquire(ctx context.Context, c lease.Claim, rec record, ttl time
 			}
 		}
 		if last == nil {
-			reading()
+			s.flights.reading(f)
 			m, mark, err := s.readOrFree(ctx, deadline, c.LeaseID)
 			readAt = mark
 			var free *freeAt

@@ -39,7 +39,11 @@ func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.L
 	c.TTL = session.TTL
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(session.TTL), Meta: c.Meta,
 		Session: session.ID, SessionTerm: session.Term}
-	return s.acquire(ctx, c, rec, 0, nil)
+	deadline, err := s.begin(ctx)
+	if err != nil {
+		return lease.Acquisition{}, err
+	}
+	return s.acquire(ctx, deadline, c, rec, 0, nil)
 }
 
 // judgeBound decides whether a key held under a session (st, rec) is free:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -192,10 +193,8 @@ func (w *sharedWatch) close() {
 // awaitWatch waits, within ctx, until the first KV watch of c's run is
 // made, and returns c's channel, or why the watch could not be made.
 func awaitWatch(ctx context.Context, w *sharedWatch, c *watchCaller) (<-chan lease.Event, error) {
-	select {
-	case <-w.ready:
-	case <-ctx.Done(): // c leaves by itself (joinWatch)
-		return nil, fmt.Errorf("natsstore: watch %s: %w", w.key, ctx.Err())
+	if err := await(ctx, time.Time{}, w.ready); err != nil { // c leaves by itself (joinWatch)
+		return nil, fmt.Errorf("natsstore: watch %s: %w", w.key, err)
 	}
 	if w.err != nil {
 		return nil, w.err
