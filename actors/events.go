@@ -35,6 +35,10 @@ type Acquired struct {
 	// Handover is true when another owner was seen holding the lease
 	// before this acquisition.
 	Handover bool
+	// Resumed is true when this is a lapsed term going on: its renewals
+	// failed until the renew deadline and its workload stopped, but the
+	// store still held its lease, renewed now with the same term and Token.
+	Resumed bool
 }
 
 // Standby: another term holds the lease. Reported when the observed holder

@@ -26,6 +26,9 @@ const (
 	metricRenewalFailures = "aster.lease.renewal_failures"
 	metricLosses          = "aster.lease.losses"
 	metricHandovers       = "aster.lease.handovers"
+	// metricResumptions counts lapsed terms that went on: their renewals
+	// failed until the renew deadline, but the store still held the lease.
+	metricResumptions = "aster.lease.resumptions"
 	// metricLeader is 1 while this process holds the lease (from its
 	// acquisition to its release, loss or expiry) and 0 otherwise: summed
 	// over a fleet, the number of holders.
@@ -44,11 +47,11 @@ var validityBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 
 // metrics holds a LeaseSupervisor's instruments. They are fed from its
 // events, so that what is measured and what is reported never disagree.
 type metrics struct {
-	acquisitions, renewals, renewalFailures, losses, handovers metric.Int64Counter
-	leader                                                     metric.Int64UpDownCounter
-	validity, acquireLatency                                   metric.Float64Histogram
-	outcomes                                                   map[string]metric.MeasurementOption
-	attrs                                                      metric.MeasurementOption
+	acquisitions, renewals, renewalFailures, losses, handovers, resumptions metric.Int64Counter
+	leader                                                                  metric.Int64UpDownCounter
+	validity, acquireLatency                                                metric.Float64Histogram
+	outcomes                                                                map[string]metric.MeasurementOption
+	attrs                                                                   metric.MeasurementOption
 
 	// The supervisor and its watchdog report concurrently.
 	mu         sync.Mutex
@@ -72,6 +75,8 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 		{&m.renewalFailures, metricRenewalFailures, "Failed lease renewals (retried until the renew deadline)."},
 		{&m.losses, metricLosses, "Leases given up by a watchdog (poisoned)."},
 		{&m.handovers, metricHandovers, "Acquisitions of a lease that another owner was seen holding."},
+		{&m.resumptions, metricResumptions, "Lapsed leases renewed again with the same token: terms whose renewals " +
+			"failed until the renew deadline while the store kept the lease."},
 	} {
 		ctr, err := meter.Int64Counter(c.name, metric.WithDescription(c.desc), metric.WithUnit("{event}"))
 		if err != nil {
@@ -88,7 +93,7 @@ func newMetrics(mp metric.MeterProvider, leaseID string) (*metrics, error) {
 	// Every series exists from the start, at 0, so that alerts on rates
 	// and absences work before the first event.
 	ctx := context.Background()
-	for _, c := range []metric.Int64Counter{m.acquisitions, m.renewals, m.renewalFailures, m.losses, m.handovers} {
+	for _, c := range []metric.Int64Counter{m.acquisitions, m.renewals, m.renewalFailures, m.losses, m.handovers, m.resumptions} {
 		c.Add(ctx, 0, m.attrs)
 	}
 	m.leader.Add(ctx, 0, m.attrs)
@@ -121,7 +126,12 @@ func (m *metrics) observe(ev Event) {
 	ctx := context.Background()
 	switch e := ev.(type) {
 	case Acquired:
-		m.acquisitions.Add(ctx, 1, m.attrs)
+		switch {
+		case e.Resumed:
+			m.resumptions.Add(ctx, 1, m.attrs)
+		default:
+			m.acquisitions.Add(ctx, 1, m.attrs)
+		}
 		if e.Handover {
 			m.handovers.Add(ctx, 1, m.attrs)
 		}

@@ -116,7 +116,7 @@ func TestSupervisorLeaderGaugeAndValidity(t *testing.T) {
 		cfg.MeterProvider = mp
 		sup := r.supervisor(t, cfg)
 		got := collect(t, reader)
-		assert.Len(t, got.sums, 6, "every series exists from the start: %v", got.sums)
+		assert.Len(t, got.sums, 7, "every series exists from the start: %v", got.sums)
 		assert.Equal(t, int64(0), got.sums[metricLeader], "not started")
 		assert.False(t, got.monotonic[metricLeader], "a gauge: it goes up and down")
 

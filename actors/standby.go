@@ -41,6 +41,9 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 		s.publish()
 		return
 	}
+	if s.lapsed.ID != "" && s.resume(c) {
+		return
+	}
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.s.opTimeout())
 	a, err := cfg.Store.Acquire(ctx, lease.Claim{LeaseID: cfg.Lease.LeaseID, OwnerID: cfg.Lease.OwnerID,
@@ -74,7 +77,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	default:
 		s.acqFails = 0
 		s.acqBackoff.Reset()
-		s.lead(c, a.Lease, sent)
+		s.lead(c, a.Lease, sent, false)
 	}
 }
 
@@ -169,6 +172,13 @@ func (s *supervisor) watchEvent(c actor.Context, msg watchEvent) {
 			s.tryAcquire(c)
 		}
 	case lease.EventHeld:
+		if s.lapsed.ID != "" && msg.ev.Holder.Term == s.lapsed.Term {
+			// The store answers again and still has the lapsed lease's
+			// term: renew it now, not at the next retry.
+			s.disarm()
+			s.tryAcquire(c)
+			return
+		}
 		if msg.ev.Holder.Term != s.claimTerm {
 			s.sawHolder(msg.ev.Holder)
 			// A store that judges expiry by observation (natsstore on an old

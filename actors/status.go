@@ -82,6 +82,12 @@ type Status struct {
 	// RetryAt is when the next acquisition attempt, or the end of a
 	// restart backoff, is due (standby and restarting).
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// ResumableUntil is set while the last term (Term, Token) has lapsed:
+	// its renewals failed until the renew deadline and its workload
+	// stopped, but the store may still hold its lease. Until then the
+	// standby tries to renew it and, if it can, leads again with the same
+	// token.
+	ResumableUntil time.Time `json:"resumable_until,omitzero"`
 
 	// Stuck counts the workloads of earlier terms that did not stop and
 	// may still run: no term starts until they have stopped.

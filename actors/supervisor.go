@@ -225,6 +225,13 @@ type supervisor struct {
 
 	term *term // the current term, leading or stopping
 
+	// lapsed is the lease of a term whose renewals failed until its renew
+	// deadline, while it may still be held at the store (until
+	// lapsedUntil); zero when none. See lapse.
+	lapsed      lease.Lease
+	lapsedUntil time.Time
+	resumes     backoff.Backoff // failed renewals of lapsed
+
 	backoff    backoff.Backoff // restarts after failed terms
 	restarts   []time.Time     // restart times within the policy's period
 	acqBackoff backoff.Backoff // acquisitions that fail for a reason retrying soon cannot fix
@@ -417,6 +424,9 @@ func (s *supervisor) publish() {
 	}
 	if s.state == StateStandby || s.state == StateRestarting {
 		st.RetryAt = s.due
+	}
+	if s.lapsed.ID != "" {
+		st.ResumableUntil = s.lapsedUntil
 	}
 	s.s.shared.status.Store(st)
 }

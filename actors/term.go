@@ -15,8 +15,9 @@ import (
 	"github.com/asterforge/aster/supervision"
 )
 
-// lead starts a term: Watchdog first, then Workload.
-func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
+// lead starts a term: Watchdog first, then Workload. resumed says that l
+// is a lapsed lease renewed again (see lapse): the same term and token.
+func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time, resumed bool) {
 	cfg := s.s.cfg
 	s.stopWatch()
 	s.disarm()
@@ -56,11 +57,15 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time) {
 	}
 	s.setState(StateLeading)
 	s.backoff.Started(time.Now())
-	handover := s.seenOther
+	handover := s.seenOther && !resumed
 	s.holder, s.holderSeen, s.seenOther = lease.Holder{}, false, false
-	s.s.logAttrs(slog.LevelInfo, "lease acquired; leading", l.Token, slog.Bool("handover", handover),
-		slog.String("term", l.Term))
-	s.s.emit(Acquired{Subject: s.s.subject(), Token: l.Token, ValidUntil: hold.ValidUntil(), Handover: handover})
+	msg := "lease acquired; leading"
+	if resumed {
+		msg = "lapsed lease renewed: the store kept it; leading again with the same token"
+	}
+	s.s.logAttrs(slog.LevelInfo, msg, l.Token, slog.Bool("handover", handover), slog.String("term", l.Term))
+	s.s.emit(Acquired{Subject: s.s.subject(), Token: l.Token, ValidUntil: hold.ValidUntil(), Handover: handover,
+		Resumed: resumed})
 }
 
 // workloadExited handles a function workload's return: it decides how the
@@ -222,7 +227,10 @@ func (s *supervisor) finishTerm(c actor.Context) {
 	s.term = nil
 	s.forget(t)
 	s.disarm()
-	err := s.releaseTerm(t)
+	var err error
+	if !s.lapse(t) {
+		err = s.releaseTerm(t)
+	}
 	s.next(c, t, err)
 }
 
@@ -301,6 +309,7 @@ func (s *supervisor) resign(c actor.Context, r resignRequest) {
 	case t != nil: // already stopping: answered when it has finished
 		t.resigns = append(t.resigns, r)
 	default:
+		s.releaseLapsed()
 		r.reply <- nil
 		s.publish()
 	}
@@ -354,6 +363,7 @@ func (s *supervisor) escalate(c actor.Context, err error) {
 func (s *supervisor) shutdown(c actor.Context) {
 	s.disarm()
 	s.stopWatch()
+	s.releaseLapsed()
 	if s.cancelLive != nil {
 		s.cancelLive()
 		s.cancelLive, s.waitLive = nil, 0

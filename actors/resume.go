@@ -1,0 +1,135 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/lease"
+)
+
+// A term whose renewals failed until its renew deadline (lease.LossDeadline:
+// the store did not answer, it never said that the lease was lost) has
+// stopped its workload in time, but its lease may still be held at the
+// store: a stream that elects a new leader answers nobody for up to 9 s,
+// longer than the renew deadline of a 10 s TTL, and keeps every key as it
+// was. Such a lease "lapsed": the supervisor keeps it instead of releasing
+// it, and until it could have expired at the store (the send time of its
+// last successful write + TTL) tries to renew it, with a compare-and-swap
+// on the revision of that write, every few hundred milliseconds, and at
+// once when its watch sees the key still held by the term.
+//
+// A renewal that succeeds proves that nobody wrote the key since the term's
+// last write: no other term acquired it in between. The term then resumes:
+// a new Hold from the renewal's send time, the same term and token, and the
+// workload started again (Acquired with Resumed set). The workload never
+// ran while the lease was not renewed: it stopped at the renew deadline and
+// starts only after the renewal returned. So a store outage that the TTL
+// covers costs a workload gap but no handover: the token does not change,
+// and standbys keep waiting.
+//
+// A renewal answered with lease.ErrLost (another term wrote the key, or it
+// expired) ends the lapse, and the next attempt acquires as usual.
+
+// resumeRetry is the backoff between failed renewals of a lapsed lease: from
+// 25 ms to 250 ms, full jitter, so that the term resumes within a quarter of
+// a second of the store's return.
+var resumeRetry = backoff.Policy{Base: 25 * time.Millisecond, Cap: 250 * time.Millisecond, Jitter: backoff.Full}
+
+// lapse keeps t's lease, whose renew deadline passed while the store did not
+// answer, to resume it, and reports whether it did. The lease is not
+// released: it stays held by t's term at the store until it is resumed or
+// expires.
+func (s *supervisor) lapse(t *term) bool {
+	var lost *lease.LostError
+	if t.end != endLost || !errors.As(t.hold.Err(), &lost) || lost.Reason != lease.LossDeadline ||
+		s.s.shared.closing.Load() {
+		return false
+	}
+	l := t.hold.Lease()
+	// ValidUntil is the last write's send time + TTL - SafetyMargin, lowered
+	// by any renewal sent since with a shorter TTL (which may have landed).
+	until := t.hold.ValidUntil().Add(s.s.cfg.Lease.EffectiveSafetyMargin())
+	if !time.Now().Before(until) {
+		return false
+	}
+	s.lapsed, s.lapsedUntil = l, until
+	s.resumes.Policy, s.resumes.Rand = resumeRetry, s.s.rand
+	s.resumes.Reset()
+	s.s.logAttrs(slog.LevelWarn, "lease lapsed: the store did not answer until the renew deadline; "+
+		"the workload stopped, and the term resumes with the same token if the store still holds the lease", l.Token,
+		slog.Time("resumable_until", until))
+	return true
+}
+
+// resume tries to renew the lapsed lease, and leads with it when that
+// succeeds. It reports false, having made no store call, when the lease
+// could have expired by now: the caller acquires instead.
+func (s *supervisor) resume(c actor.Context) bool {
+	l, until := s.lapsed, s.lapsedUntil
+	sent := time.Now()
+	if !sent.Before(until) {
+		s.endLapse("its TTL may have run out at the store", l.Token)
+		return false
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
+	renewed, err := s.s.cfg.Store.Renew(ctx, l)
+	cancel2()
+	cancel()
+	switch {
+	case err == nil && s.s.shared.closing.Load():
+		s.lapsed = lease.Lease{}
+		s.giveBack(renewed, sent) // Run is returning: no term starts
+	case err == nil:
+		s.lapsed = lease.Lease{}
+		s.lead(c, renewed, sent, true)
+	case errors.Is(err, lease.ErrLost):
+		s.endLapse("another term wrote the key, or it expired", l.Token)
+		s.arm(0) // acquire now
+		s.publish()
+	default:
+		s.failed(err)
+		level := slog.LevelInfo
+		if s.resumes.Attempt() > 0 {
+			level = slog.LevelDebug // said once
+		}
+		delay := min(s.resumes.Failed(time.Now()), time.Until(until))
+		s.s.logAttrs(level, "lapsed lease not renewed yet; retrying", l.Token, slog.Any("error", err),
+			slog.Duration("retry_in", delay))
+		s.arm(delay)
+		s.publish()
+	}
+	return true
+}
+
+// endLapse forgets the lapsed lease: it cannot be resumed.
+func (s *supervisor) endLapse(why string, token lease.Token) {
+	s.lapsed = lease.Lease{}
+	s.s.logAttrs(slog.LevelInfo, "lapsed lease not resumed: "+why, token)
+}
+
+// releaseLapsed gives the lapsed lease back, if there is one that may still
+// be held (Resign, shutdown): its standbys then take over at once instead of
+// waiting for it to expire.
+func (s *supervisor) releaseLapsed() {
+	l, until := s.lapsed, s.lapsedUntil
+	if l.ID == "" {
+		return
+	}
+	s.lapsed = lease.Lease{}
+	if !time.Now().Before(until) {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
+	defer cancel2()
+	if err := s.s.cfg.Store.Release(ctx, l); err != nil && !errors.Is(err, lease.ErrLost) {
+		s.s.logAttrs(slog.LevelWarn, "lapsed lease not released; it expires at the store", l.Token, slog.Any("error", err))
+	}
+}
