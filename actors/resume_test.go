@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
@@ -53,12 +54,16 @@ func (r *runs) workload() Workload {
 // deadline 8 s after the last), lets it renew once (at 2 s) and makes the
 // store stop answering at 3 s, so that the term lapses at 10 s and its lease
 // expires at the store at 12 s.
-func lapseRig(t *testing.T) (*supRig, *runs, *LeaseSupervisor, *running) {
+func lapseRig(t *testing.T) (*supRig, *runs, *LeaseSupervisor, *running, *sdkmetric.ManualReader) {
 	t0 := time.Now()
 	r := newSupRig(t)
 	w := &runs{}
 	cfg := r.config("node-a", w.workload(), lease.Config{TTL: 10 * time.Second, RenewInterval: 2 * time.Second,
 		SafetyMargin: time.Second, StopTimeout: time.Second, StandbyRetryInterval: time.Minute})
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	cfg.MeterProvider = mp
 	s := r.supervisor(t, cfg)
 	run := start(s)
 	time.Sleep(3 * time.Second)
@@ -67,7 +72,7 @@ func lapseRig(t *testing.T) (*supRig, *runs, *LeaseSupervisor, *running) {
 	synctest.Wait()
 	require.Equal(t, 1, count[Poisoned](r.rec), "lapsed at the renew deadline")
 	assert.Equal(t, t0.Add(12*time.Second), s.Status().ResumableUntil, "resumable until the last write + TTL")
-	return r, w, s, run
+	return r, w, s, run, reader
 }
 
 // A store outage longer than the renew deadline but shorter than the TTL
@@ -76,7 +81,7 @@ func lapseRig(t *testing.T) (*supRig, *runs, *LeaseSupervisor, *running) {
 // never running in between.
 func TestLapsedTermResumesWithItsToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, rw, s, run := lapseRig(t)
+		r, rw, s, run, reader := lapseRig(t)
 		time.Sleep(time.Second) // the store answers again at 11 s, before the lease expires there
 		healed := time.Now()
 		r.faults.Heal()
@@ -100,6 +105,10 @@ func TestLapsedTermResumesWithItsToken(t *testing.T) {
 		assert.Equal(t, w.tokens[0], h.Token)
 		assert.Zero(t, s.Status().ResumableUntil)
 		assert.Equal(t, StateLeading, s.Status().State)
+		sums := collect(t, reader).sums
+		assert.Equal(t, int64(1), sums[metricResumptions])
+		assert.Equal(t, int64(1), sums[metricAcquisitions], "a resumption is not an acquisition")
+		assert.Equal(t, int64(1), sums[metricLeader])
 		require.NoError(t, run.stop())
 	})
 }
@@ -108,7 +117,7 @@ func TestLapsedTermResumesWithItsToken(t *testing.T) {
 // is refused (lease.ErrLost), and the standby acquires as usual.
 func TestLapsedTermTakenOverIsNotResumed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, rw, _, run := lapseRig(t)
+		r, rw, _, run, _ := lapseRig(t)
 		r.mem.Tamper(testLease, "intruder", time.Second)
 		time.Sleep(500 * time.Millisecond)
 		r.faults.Heal()
@@ -129,7 +138,7 @@ func TestLapsedTermTakenOverIsNotResumed(t *testing.T) {
 // after the last write's send time + TTL the standby acquires instead.
 func TestLapsedTermIsNotResumedAfterItsTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, rw, s, run := lapseRig(t)
+		r, rw, s, run, _ := lapseRig(t)
 		time.Sleep(2 * time.Second) // 12 s: the lease's TTL has run out
 		synctest.Wait()
 		renewals := r.faults.Calls(leasetest.OpRenew)
@@ -157,7 +166,7 @@ func TestLapsedLeaseIsReleasedOnResignAndShutdown(t *testing.T) {
 	for _, how := range []string{"resign", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r, rw, s, run := lapseRig(t)
+				r, rw, s, run, _ := lapseRig(t)
 				r.faults.Heal()
 				r.faults.FailAll(leasetest.OpAcquire|leasetest.OpRenew, lease.ErrUnavailable) // releases answer
 				if how == "resign" {
