@@ -236,6 +236,7 @@ func TestStatusAndTree(t *testing.T) {
 	b := monitor.New(monitor.Config{Instance: "pod-b"})
 	b.AddSupervisor(fixed(actors.Status{LeaseID: "billing.outbox", OwnerID: "pod-b", State: actors.StateStandby,
 		Since: now.Add(-time.Minute), Holder: lease.Holder{OwnerID: "pod-a", Term: "t1", Token: 42}, Stuck: 1,
+		Token: 7, ResumableUntil: now.Add(time.Minute),
 		LastError: "actors: workload did not stop in time (token 7)"}))
 	a.AddLocker("invoices", locks(2))
 	b.AddLocker("invoices", locks(0))
@@ -250,7 +251,7 @@ func TestStatusAndTree(t *testing.T) {
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+billing.outbox\s+leading\s+1m\d+s ago\s+42\s+\d(\.\d)?s\s+-\s+-$`, lines[1])
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+locks invoices\s+2 held\s+`, lines[2])
 	assert.Regexp(t, `^pod-a\s+\S+\s+ok\s+tree jobs\s+\(aster tree pod-a\)`, lines[3])
-	assert.Regexp(t, `^pod-b\s+\S+\s+NOT LIVE\s+billing.outbox\s+standby \(1 stuck\)\s+1m\d+s ago\s+-\s+-\s+`+
+	assert.Regexp(t, `^pod-b\s+\S+\s+NOT LIVE\s+billing.outbox\s+standby \(1 stuck; token 7 lapsed, resumable for \d+s\)\s+1m\d+s ago\s+-\s+-\s+`+
 		`pod-a \(token 42\)\s+actors: workload did not stop in time \(token 7\)$`, lines[4])
 	assert.Equal(t, "", lines[5], "pod-b holds no lock: no line")
 	assert.Equal(t, "problems:", lines[6])

@@ -131,8 +131,11 @@ type reportJSON struct {
 		Token      uint64    `json:"token"`
 		ValidUntil time.Time `json:"valid_until"`
 		Stuck      int       `json:"stuck"`
-		LastError  string    `json:"last_error"`
-		Holder     *struct {
+		// Resumable is set while the last term has lapsed (see
+		// actors.Status.ResumableUntil).
+		Resumable time.Time `json:"resumable_until"`
+		LastError string    `json:"last_error"`
+		Holder    *struct {
 			OwnerID string `json:"owner_id"`
 			Token   uint64 `json:"token"`
 		} `json:"holder"`
@@ -230,9 +233,16 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 			if l.Holder != nil {
 				holder = fmt.Sprintf("%s (token %d)", l.Holder.OwnerID, l.Holder.Token)
 			}
-			state := l.State
+			var notes []string
 			if l.Stuck > 0 {
-				state += fmt.Sprintf(" (%d stuck)", l.Stuck)
+				notes = append(notes, fmt.Sprintf("%d stuck", l.Stuck))
+			}
+			if left := l.Resumable.Sub(rep.Time); left > 0 {
+				notes = append(notes, fmt.Sprintf("token %d lapsed, resumable for %s", l.Token, human(left)))
+			}
+			state := l.State
+			if len(notes) > 0 {
+				state += " (" + strings.Join(notes, "; ") + ")"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rep.Instance, a.info.ID, health, l.LeaseID, state,
 				human(rep.Time.Sub(l.Since))+" ago", token, valid, holder, dash(firstLine(l.LastError)))
