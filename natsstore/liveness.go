@@ -64,6 +64,17 @@ type watchRun struct {
 	seen    bool      // w delivered an entry of the initial state
 	rev     uint64    // the highest revision w delivered
 
+	// The initial state of a watch of a replicated bucket is complete once
+	// w has delivered leaderRev as well as its own end of initial data
+	// (see settle).
+	ownDone       bool   // w sent its end of initial data
+	leaderRev     uint64 // the lowest last revision a read for w showed
+	leaderKnown   bool   // a read for w answered
+	leaderReading bool   // such a read is in flight
+	leaderRead    chan checkResult
+	leaderRetry   *time.Timer   // the next such read
+	leaderPause   time.Duration // the pause before it
+
 	check     *time.Timer // the next liveness check, or the end of a grace
 	reading   bool        // a check's read is in flight
 	checked   chan checkResult
@@ -104,14 +115,15 @@ type checkResult struct {
 
 func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 	r := &watchRun{
-		s:         s,
-		key:       key,
-		out:       out,
-		interval:  s.cfg.watchCheck(),
-		checked:   make(chan checkResult, 1),
-		created:   make(chan created, 1),
-		hintsRead: make(chan hintRead, 1),
-		pause:     rewatchMin,
+		s:          s,
+		key:        key,
+		out:        out,
+		interval:   s.cfg.watchCheck(),
+		checked:    make(chan checkResult, 1),
+		created:    make(chan created, 1),
+		hintsRead:  make(chan hintRead, 1),
+		leaderRead: make(chan checkResult, 1),
+		pause:      rewatchMin,
 	}
 	r.stallAt = r.interval
 	if r.stallAt == 0 {
@@ -127,8 +139,11 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 	r.check.Stop()
 	r.retry = time.NewTimer(time.Hour)
 	r.retry.Stop()
+	r.leaderRetry = time.NewTimer(time.Hour)
+	r.leaderRetry.Stop()
 	defer r.check.Stop()
 	defer r.retry.Stop()
+	defer r.leaderRetry.Stop()
 	defer r.stopHints()
 	defer func() {
 		if r.w != nil {
@@ -140,7 +155,7 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			}
 		}
 	}()
-	r.use(w)
+	r.use(ctx, w)
 	for {
 		var updates <-chan jetstream.KeyValueEntry
 		if r.w != nil {
@@ -202,15 +217,23 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 				r.pending, r.pendingAt = res.rev, res.at
 				r.check.Reset(r.interval / 2)
 			}
+		case <-r.leaderRetry.C:
+			r.readLeaderRev(ctx)
+		case res := <-r.leaderRead:
+			r.leaderReading = false
+			r.leaderRevAnswered(ctx, res)
 		}
 	}
 }
 
 // use makes w the watch to forward.
-func (r *watchRun) use(w *keyWatch) {
+func (r *watchRun) use(ctx context.Context, w *keyWatch) {
 	r.w = w
 	r.gen++
 	r.initial, r.seen, r.rev, r.pending = true, false, 0, 0
+	r.ownDone, r.leaderRev, r.leaderKnown = false, 0, false
+	r.leaderRetry.Stop()
+	r.leaderPause = rewatchMin
 	r.stopHints() // the new watch reports every key's state
 	r.hintFloor = 0
 	r.out.start()
@@ -218,18 +241,19 @@ func (r *watchRun) use(w *keyWatch) {
 	if r.interval > 0 {
 		r.check.Reset(r.interval)
 	}
+	if r.s.replicated() {
+		r.readLeaderRev(ctx)
+	}
 }
 
-// deliver forwards one update of the watch; nil marks the end of the key's
-// initial state.
+// deliver forwards one update of the watch; nil marks the end of the
+// consumer's own initial state.
 func (r *watchRun) deliver(e jetstream.KeyValueEntry) {
 	if e == nil {
-		if !r.initial {
-			return
+		if r.initial && !r.ownDone {
+			r.ownDone = true
+			r.settle()
 		}
-		r.initial = false
-		r.out.initialDone(r.seen)
-		r.recovered()
 		return
 	}
 	if r.initial {
@@ -241,6 +265,81 @@ func (r *watchRun) deliver(e jetstream.KeyValueEntry) {
 		r.pending = 0
 		r.check.Reset(r.interval)
 	}
+	r.settle()
+}
+
+// settle ends the watch's initial state once it is complete.
+//
+// The consumer of a watch of a replicated bucket runs on any of the
+// stream's replicas (nats-server places a consumer of one replica at
+// random among them), and a follower may not have applied the last writes
+// yet, although they were acknowledged: its consumer's initial state is
+// then older than them, or empty. So the initial state is complete only once
+// the watch has also delivered leaderRev, the last revision of the key (or
+// under the prefix) that the stream leader showed after the watch was made:
+// every write acknowledged before that read is then reflected. The entries
+// delivered until then belong to the initial state. For a bucket of one
+// replica, the consumer's own end of initial data is enough.
+func (r *watchRun) settle() {
+	if !r.initial || !r.ownDone {
+		return
+	}
+	if r.s.replicated() && (!r.leaderKnown || r.rev < r.leaderRev) {
+		return
+	}
+	r.initial = false
+	r.leaderRetry.Stop()
+	r.out.initialDone(r.seen)
+	r.recovered()
+}
+
+// readLeaderRev reads the last revision of the key (or under the prefix)
+// from the stream leader in the background, for leaderRev, unless a read is
+// in flight (its answer, if it is for an earlier watch, sends another) or
+// the initial state is complete.
+func (r *watchRun) readLeaderRev(ctx context.Context) {
+	if r.leaderReading || r.w == nil || !r.initial {
+		return
+	}
+	r.leaderReading = true
+	gen, s := r.gen, r.s
+	s.watches.Add(1) // the caller's goroutine holds a count
+	go func() {
+		defer s.watches.Done()
+		m, err := s.read(ctx, time.Now().Add(s.cfg.timeout()), r.key)
+		res := checkResult{gen: gen, err: err}
+		if err == nil {
+			res.rev = m.Sequence
+		}
+		r.leaderRead <- res // never blocks: one read at a time
+	}()
+}
+
+// leaderRevAnswered takes the answer of a read for leaderRev. Until the
+// watch has delivered leaderRev, it is read again after a pause that doubles
+// up to rewatchMax, and the lowest answer is kept: each is enough, and a
+// later one is lower only if the messages an earlier one showed are gone
+// without a marker (a purge of the stream), which the watch would then never
+// deliver. A failed read is retried after the same pauses.
+func (r *watchRun) leaderRevAnswered(ctx context.Context, res checkResult) {
+	if res.gen != r.gen {
+		r.readLeaderRev(ctx) // the answer was for a watch that was replaced
+		return
+	}
+	if ctx.Err() != nil || r.w == nil || !r.initial {
+		return
+	}
+	if res.err != nil {
+		r.s.log.Debug("natsstore: reading the last revision of a watch's keys failed; retrying",
+			"lease", r.key, "err", res.err, "pause", r.leaderPause)
+	} else if !r.leaderKnown || res.rev < r.leaderRev {
+		r.leaderRev, r.leaderKnown = res.rev, true
+		if r.settle(); !r.initial {
+			return
+		}
+	}
+	r.leaderRetry.Reset(r.leaderPause)
+	r.leaderPause = min(2*r.leaderPause, rewatchMax)
 }
 
 // startCheck reads the key's last revision in the background, unless a read
@@ -321,7 +420,7 @@ func (r *watchRun) made(ctx context.Context, c created) {
 	again := r.again
 	r.again = false
 	if c.err == nil && r.w == nil && ctx.Err() == nil {
-		r.use(c.w)
+		r.use(ctx, c.w)
 		if again { // made on the connection that was lost
 			r.lose("the connection to NATS was lost", time.Now())
 			r.recreate(ctx)

@@ -32,7 +32,11 @@ const (
 // nothing, not even its idle heartbeat, for a Config.WatchCheckInterval
 // (see consumerWatch); and every Config.WatchCheckInterval it checks that
 // it is alive by reading the key's last revision: a watch that has not
-// delivered a revision the store read is re-created. A watch silent for
+// delivered a revision the store read is re-created. On a replicated
+// bucket, a watch's consumer may run on a follower that has not applied the
+// latest writes: a key is reported free at first only once the watch has
+// delivered the key's last revision that the stream leader showed after the
+// watch was made (see watchRun.settle). A watch silent for
 // longer than an interval is reported as WatchStalled, then
 // WatchRecovered. Re-creation is
 // retried quickly, each attempt briefly bounded, so that the watch is back
