@@ -84,9 +84,9 @@
 //
 // A term poisoned at the renew deadline because the store did not answer
 // (lease.LossDeadline) lapses rather than releasing: its workload stops,
-// and until its last write's send time + TTL (Status.ResumableUntil) the
-// standby renews the lease with a compare-and-swap on that write's
-// revision. If the store kept it (a stream election shorter than the TTL),
+// and the standby renews the lease with a compare-and-swap on its last
+// write's revision until the store answers (or until that write's send
+// time + 2 × TTL, Status.ResumableUntil). If the store kept it (a stream election shorter than the TTL),
 // the term resumes with the same token (Acquired.Resumed): no handover.
 //
 // # Events, logs and metrics

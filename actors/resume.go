@@ -18,10 +18,15 @@ import (
 // store: a stream that elects a new leader answers nobody for up to 9 s,
 // longer than the renew deadline of a 10 s TTL, and keeps every key as it
 // was. Such a lease "lapsed": the supervisor keeps it instead of releasing
-// it, and until it could have expired at the store (the send time of its
-// last successful write + TTL) tries to renew it, with a compare-and-swap
-// on the revision of that write, every few hundred milliseconds, and at
-// once when its watch sees the key still held by the term.
+// it, and tries to renew it, with a compare-and-swap on the revision of its
+// last successful write, every few hundred milliseconds and at once when its
+// watch sees the key still held by the term, until the store answers. The
+// store decides: a lease it expired or gave to another is lost (ErrLost).
+// A store that never answers is given one TTL more than the lease could
+// have lasted: the tries stop at that write's send time + 2 × TTL. (A
+// server expires a key some time after its TTL: nats-server, a second or
+// two after a stream election. A renewal that lands before is as safe as
+// any other.)
 //
 // A renewal that succeeds proves that nobody wrote the key since the term's
 // last write: no other term acquired it in between. The term then resumes:
@@ -51,9 +56,9 @@ func (s *supervisor) lapse(t *term) bool {
 		return false
 	}
 	l := t.hold.Lease()
-	// ValidUntil is the last write's send time + TTL - SafetyMargin, lowered
-	// by any renewal sent since with a shorter TTL (which may have landed).
-	until := t.hold.ValidUntil().Add(s.s.cfg.Lease.EffectiveSafetyMargin())
+	// ValidUntil is the last write's send time + TTL - SafetyMargin.
+	ttl := s.s.cfg.Lease.EffectiveTTL()
+	until := t.hold.ValidUntil().Add(s.s.cfg.Lease.EffectiveSafetyMargin() + ttl)
 	if !time.Now().Before(until) {
 		return false
 	}
@@ -67,13 +72,13 @@ func (s *supervisor) lapse(t *term) bool {
 }
 
 // resume tries to renew the lapsed lease, and leads with it when that
-// succeeds. It reports false, having made no store call, when the lease
-// could have expired by now: the caller acquires instead.
+// succeeds. It reports false, having made no store call, when the tries
+// are over: the caller acquires instead.
 func (s *supervisor) resume(c actor.Context) bool {
 	l, until := s.lapsed, s.lapsedUntil
 	sent := time.Now()
 	if !sent.Before(until) {
-		s.endLapse("its TTL may have run out at the store", l.Token)
+		s.endLapse("the store did not answer for one TTL after the lease could have expired", l.Token)
 		return false
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), until)

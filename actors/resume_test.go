@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -71,7 +72,7 @@ func lapseRig(t *testing.T) (*supRig, *runs, *LeaseSupervisor, *running, *sdkmet
 	time.Sleep(7*time.Second + time.Millisecond) // the renew deadline, 10 s
 	synctest.Wait()
 	require.Equal(t, 1, count[Poisoned](r.rec), "lapsed at the renew deadline")
-	assert.Equal(t, t0.Add(12*time.Second), s.Status().ResumableUntil, "resumable until the last write + TTL")
+	assert.Equal(t, t0.Add(22*time.Second), s.Status().ResumableUntil, "tried until the last write + 2 TTL")
 	return r, w, s, run, reader
 }
 
@@ -134,30 +135,44 @@ func TestLapsedTermTakenOverIsNotResumed(t *testing.T) {
 	})
 }
 
-// A lapsed lease is not renewed once it could have expired at the store:
-// after the last write's send time + TTL the standby acquires instead.
+// A lapsed lease that the store expired is not resumed (the renewal is
+// refused), and a store that never answers is tried until one TTL after
+// the lease could have expired: the last write's send time + 2 TTL.
 func TestLapsedTermIsNotResumedAfterItsTTL(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r, rw, s, run, _ := lapseRig(t)
-		time.Sleep(2 * time.Second) // 12 s: the lease's TTL has run out
-		synctest.Wait()
-		renewals := r.faults.Calls(leasetest.OpRenew)
-		assert.Zero(t, s.Status().ResumableUntil)
-		r.faults.Heal() // the standby acquires at its next poll, within 75 s
-		time.Sleep(75 * time.Second)
-		synctest.Wait()
+	for _, answers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("store answers %v", answers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				t0 := time.Now()
+				r, rw, s, run, _ := lapseRig(t)
+				if answers {
+					time.Sleep(2*time.Second + time.Millisecond) // 12 s: the lease expired at the store
+					r.faults.Heal()
+					time.Sleep(resumeRetry.Cap) // the next try: refused
+				} else {
+					time.Sleep(12 * time.Second) // 22 s: the tries stop
+				}
+				synctest.Wait()
+				assert.Zero(t, s.Status().ResumableUntil)
+				renewals := r.faults.Calls(leasetest.OpRenew)
+				if !answers {
+					time.Sleep(time.Second)
+					assert.Equal(t, renewals, r.faults.Calls(leasetest.OpRenew), "no renewal after 22 s")
+					r.faults.Heal()
+				}
+				time.Sleep(75 * time.Second) // acquired again at the next poll, at the latest
+				synctest.Wait()
 
-		acquired, at := all[Acquired](r.rec)
-		require.Len(t, acquired, 2)
-		assert.False(t, acquired[1].Resumed)
-		renewed := r.faults.Calls(leasetest.OpRenew) - renewals
-		assert.Equal(t, int(time.Since(at[1])/(2*time.Second)), renewed,
-			"no renewal of the lapsed lease after 12 s, only the new term's, every 2 s")
-		w := rw.snapshot()
-		require.Len(t, w.tokens, 2)
-		assert.Greater(t, w.tokens[1], w.tokens[0])
-		require.NoError(t, run.stop())
-	})
+				acquired, at := all[Acquired](r.rec)
+				require.Len(t, acquired, 2)
+				assert.False(t, acquired[1].Resumed)
+				assert.True(t, at[1].After(t0.Add(12*time.Second)))
+				w := rw.snapshot()
+				require.Len(t, w.tokens, 2)
+				assert.Greater(t, w.tokens[1], w.tokens[0], "a new acquisition, with a new token")
+				require.NoError(t, run.stop())
+			})
+		})
+	}
 }
 
 // Resigning, or shutting down, while the term has lapsed gives the lapsed

@@ -84,9 +84,9 @@ type Status struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// ResumableUntil is set while the last term (Term, Token) has lapsed:
 	// its renewals failed until the renew deadline and its workload
-	// stopped, but the store may still hold its lease. Until then the
-	// standby tries to renew it and, if it can, leads again with the same
-	// token.
+	// stopped, but the store may still hold its lease. Until then (its
+	// last write's send time + 2 × TTL) the standby tries to renew it and,
+	// if the store still has it, leads again with the same token.
 	ResumableUntil time.Time `json:"resumable_until,omitzero"`
 
 	// Stuck counts the workloads of earlier terms that did not stop and
