@@ -119,9 +119,7 @@ func (s *Store) coalesced(ctx context.Context, c lease.Claim, rec record, ttl ti
 	for {
 		f, n := s.flights.join(c.LeaseID)
 		if n == 0 {
-			a, err := s.acquire(ctx, deadline, c, rec, ttl, f)
-			s.flights.land(c.LeaseID, f, a, err)
-			return a, err
+			return s.leadFlight(ctx, deadline, c, rec, ttl, f)
 		}
 		if err := await(ctx, deadline, f.done); err != nil {
 			return lease.Acquisition{}, unavailable(ctx, "acquire "+c.LeaseID+
@@ -131,6 +129,16 @@ func (s *Store) coalesced(ctx context.Context, c lease.Claim, rec record, ttl ti
 			return a, nil
 		}
 	}
+}
+
+// leadFlight runs the Acquire of flight f and lands f with its outcome,
+// also when the Acquire panics (a bug): its waiters then run their own,
+// and later claims of the key are not left joining a flight that never
+// lands.
+func (s *Store) leadFlight(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
+	f *flight) (a lease.Acquisition, err error) {
+	defer func() { s.flights.land(c.LeaseID, f, a, err) }()
+	return s.acquire(ctx, deadline, c, rec, ttl, f)
 }
 
 // await waits until done closes, ctx is done or deadline (if not zero)

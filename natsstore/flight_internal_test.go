@@ -3,6 +3,7 @@ package natsstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -263,5 +264,58 @@ func TestStandbyOfTheNewHoldersTermIsNotHeldByItself(t *testing.T) {
 		assert.ElementsMatch(t, []lease.Token{7, 8}, []lease.Token{got[0].Lease.Token, got[1].Lease.Token})
 		writes, _ := kv.counts()
 		assert.Equal(t, 2, writes, "writes")
+	})
+}
+
+// panicKV panics in its first write, once gate is closed: a bug below the
+// flight's leader.
+type panicKV struct {
+	*herdKV
+	gate   chan struct{}
+	writes atomic.Int32
+}
+
+func (p *panicKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if p.writes.Add(1) == 1 {
+		<-p.gate
+		panic("natsstore test: a bug in a write")
+	}
+	return p.herdKV.PublishMsg(ctx, m, opts...)
+}
+
+// A flight whose leader panics still lands: the claim waiting for it runs
+// its own Acquire at once, instead of waiting until its deadline for an
+// outcome that never comes (and every later claim of the key with it).
+func TestFlightWhoseLeaderPanicsLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		open := make(chan struct{})
+		close(open)
+		kv := &panicKV{herdKV: &herdKV{gate: open}, gate: make(chan struct{})}
+		s := herdStore(t, kv)
+		claim := func(term string) lease.Claim {
+			return lease.Claim{LeaseID: "job", OwnerID: "owner", Term: term, TTL: 10 * time.Second}
+		}
+		panicked := make(chan any, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_, _ = s.Acquire(t.Context(), claim("term-0"))
+		}()
+		synctest.Wait() // its write waits for the gate
+
+		var got lease.Acquisition
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			got, err = s.Acquire(t.Context(), claim("term-1"))
+		}()
+		synctest.Wait() // it waits for the flight
+		start := time.Now()
+		close(kv.gate)
+		require.NotNil(t, <-panicked)
+		<-done
+		require.NoError(t, err)
+		assert.True(t, got.Acquired, "its own Acquire took the free key")
+		assert.Zero(t, time.Since(start), "at once, not at its deadline")
 	})
 }
