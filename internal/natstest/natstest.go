@@ -29,8 +29,10 @@ package natstest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,7 +127,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 }
 
 func newServer(t testing.TB, name string, opts []Option) *Server {
-	s := &Server{name: name, storeDir: t.TempDir(), port: server.RANDOM_PORT}
+	s := &Server{name: name, storeDir: t.TempDir(), port: reservePorts(t, 1)[0]}
 	for _, o := range opts {
 		o(&s.cfg)
 	}
@@ -334,20 +336,35 @@ func (c *Cluster) StreamLeader(account, stream string) *Server {
 	return nil
 }
 
-// reservePorts returns n distinct free loopback TCP ports.
+// reservePorts returns n distinct free loopback TCP ports, for servers that
+// bind them later and again on every restart.
+//
+// They are drawn below the kernel's ephemeral range (32768 and up on
+// Linux, 49152 and up elsewhere), from which a bind to port 0 and every
+// outgoing connection take their ports: under load, with test processes
+// running side by side, a port the kernel picked and released was seen
+// taken by another socket before its server bound it (a server "not ready
+// within 10s"). Here only another reservePorts, in the instant between its
+// check and its server's bind, could take it.
 func reservePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: reserve a route port: %v", err)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("natstest: no free loopback port in [%d, %d) after %d tries", portLow, portHigh, tries)
 		}
-		defer l.Close()
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(portLow+rand.IntN(portHigh-portLow))))
+		if err != nil {
+			continue // taken
+		}
+		defer l.Close() // held until all are drawn, so that they are distinct
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
 }
+
+// The range reservePorts draws from.
+const portLow, portHigh = 10000, 32000
 
 // clusterSeq numbers clusters so that their names are unique in a process.
 var clusterSeq atomic.Int64

@@ -2,6 +2,8 @@ package natstest_test
 
 import (
 	"context"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -120,6 +122,17 @@ func TestCluster(t *testing.T) {
 	assert.Equal(t, 3, st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas)
 	rev, err := kv.Put(ctxT(t), "k", []byte("v"))
 	require.NoError(t, err)
+
+	// Client and route ports come from below the kernel's ephemeral range,
+	// so that no outgoing connection takes one while its server restarts.
+	for _, s := range c.Servers {
+		u, err := url.Parse(s.ClientURL())
+		require.NoError(t, err)
+		port, err := strconv.Atoi(u.Port())
+		require.NoError(t, err)
+		assert.Less(t, port, 32768, "client port of %s", s.Name())
+		assert.Less(t, s.NATS().ClusterAddr().Port, 32768, "route port of %s", s.Name())
+	}
 
 	leader := c.StreamLeader("$G", "KV_r3")
 	require.NotNil(t, leader)
