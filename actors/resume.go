@@ -12,8 +12,9 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// A term whose renewals failed until its renew deadline (lease.LossDeadline:
-// the store did not answer, it never said that the lease was lost) has
+// A term that renewed nothing until its renew deadline (lease.LossDeadline:
+// the store did not answer, or the process was paused; the store never said
+// that the lease was lost) has
 // stopped its workload in time, but its lease may still be held at the
 // store: a stream that elects a new leader answers nobody for up to 9 s,
 // longer than the renew deadline of a 10 s TTL, and keeps every key as it
@@ -65,7 +66,7 @@ func (s *supervisor) lapse(t *term) bool {
 	s.lapsed, s.lapsedUntil = l, until
 	s.resumes.Policy, s.resumes.Rand = resumeRetry, s.s.rand
 	s.resumes.Reset()
-	s.s.logAttrs(slog.LevelWarn, "lease lapsed: the store did not answer until the renew deadline; "+
+	s.s.logAttrs(slog.LevelWarn, "lease lapsed: no renewal succeeded before the renew deadline; "+
 		"the workload stopped, and the term resumes with the same token if the store still holds the lease", l.Token,
 		slog.Time("resumable_until", until))
 	return true
