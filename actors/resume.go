@@ -25,8 +25,8 @@ import (
 // store decides: a lease it expired or gave to another is lost (ErrLost).
 // A store that never answers is given one TTL more than the lease could
 // have lasted: the tries stop at that write's send time + 2 × TTL. (A
-// server expires a key some time after its TTL: nats-server, a second or
-// two after a stream election. A renewal that lands before is as safe as
+// server may expire a key some time after its TTL, as nats-server was seen
+// to after a stream election. A renewal that lands before is as safe as
 // any other.)
 //
 // A renewal that succeeds proves that nobody wrote the key since the term's
