@@ -63,13 +63,14 @@ func TestReportSeesThroughASupervisorIntoItsTree(t *testing.T) {
 		// A tree of its own, whose child fails once.
 		failed := false
 		jobs, err := supervision.New(supervision.Spec{Name: "jobs", Children: []supervision.ChildSpec{
-			{Name: "flaky", Backoff: supervision.Backoff{Base: time.Minute, Cap: time.Minute}, Func: func(ctx context.Context) error {
-				if !failed {
-					failed = true
-					return errors.New("flaky failed")
-				}
-				return waitForever(ctx)
-			}},
+			{Name: "flaky", Backoff: supervision.Backoff{Base: time.Minute, Cap: time.Minute, Jitter: supervision.NoJitter},
+				Func: func(ctx context.Context) error {
+					if !failed {
+						failed = true
+						return errors.New("flaky failed")
+					}
+					return waitForever(ctx)
+				}},
 			{Name: "steady", Func: waitForever},
 		}}, supervision.Options{})
 		require.NoError(t, err)
