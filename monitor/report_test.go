@@ -162,7 +162,10 @@ func TestReportSurfacesAStuckWorkload(t *testing.T) {
 		reg := monitor.New(monitor.Config{Instance: "pod-a"})
 		reg.AddSupervisor(sup)
 		run(t, sup)
-		t.Cleanup(func() { close(release) }) // before Run's cleanup, which waits for it
+		// Before Run's cleanup: the workload returns, and the sleep lets it
+		// (virtual time moves only once it has), so that Run, which reports
+		// a workload still running when it returns, does not race it.
+		t.Cleanup(func() { close(release); time.Sleep(time.Millisecond) })
 		time.Sleep(time.Second)
 
 		err = sup.Resign(t.Context(), time.Minute)
