@@ -46,6 +46,7 @@ func TestMutualExclusionUnderSessionsWithFailingRenewals(t *testing.T) {
 			}
 		})
 		var x exclusion
+		x.mayLose = true
 		var lost atomic.Int32
 		var wg sync.WaitGroup
 		for n := range nodes {
