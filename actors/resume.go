@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -64,7 +63,6 @@ func (s *supervisor) lapse(t *term) bool {
 		return false
 	}
 	s.lapsed, s.lapsedUntil = l, until
-	s.resumes.Policy, s.resumes.Rand = resumeRetry, s.s.rand
 	s.resumes.Reset()
 	s.s.logAttrs(slog.LevelWarn, "lease lapsed: no renewal succeeded before the renew deadline; "+
 		"the workload stopped, and the term resumes with the same token if the store still holds the lease", l.Token,
@@ -82,10 +80,8 @@ func (s *supervisor) resume(c actor.Context) bool {
 		s.endLapse("the store did not answer for one TTL after the lease could have expired", l.Token)
 		return false
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), until)
-	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
+	ctx, cancel := s.s.opContext(until)
 	renewed, err := s.s.cfg.Store.Renew(ctx, l)
-	cancel2()
 	cancel()
 	switch {
 	case err == nil && s.s.shared.closing.Load():
@@ -131,10 +127,8 @@ func (s *supervisor) releaseLapsed() {
 	if !time.Now().Before(until) {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), until)
+	ctx, cancel := s.s.opContext(until)
 	defer cancel()
-	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
-	defer cancel2()
 	if err := s.s.cfg.Store.Release(ctx, l); err != nil && !errors.Is(err, lease.ErrLost) {
 		s.s.logAttrs(slog.LevelWarn, "lapsed lease not released; it expires at the store", l.Token, slog.Any("error", err))
 	}

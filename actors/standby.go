@@ -107,10 +107,8 @@ func (s *supervisor) acquisitionFailed(err error) {
 // giveBack releases a lease acquired when no term may start.
 func (s *supervisor) giveBack(l lease.Lease, sent time.Time) {
 	validUntil := s.s.cfg.Lease.ValidUntil(sent)
-	ctx, cancel := context.WithDeadline(context.Background(), validUntil)
+	ctx, cancel := s.s.opContext(validUntil)
 	defer cancel()
-	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
-	defer cancel2()
 	if err := s.s.cfg.Store.Release(ctx, l); err != nil {
 		s.s.logAttrs(slog.LevelWarn, "a lease acquired while shutting down was not given back; it expires",
 			l.Token, slog.Any("error", err))

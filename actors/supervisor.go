@@ -185,6 +185,15 @@ func (s *LeaseSupervisor) logAttrs(level slog.Level, msg string, token lease.Tok
 // opTimeout bounds one acquire or release call.
 func (s *LeaseSupervisor) opTimeout() time.Duration { return leasehold.OpTimeout(s.cfg.Lease) }
 
+// opContext bounds one store call of the supervisor: at most the operation
+// timeout, and never past until (a validity, the end of a lapse).
+func (s *LeaseSupervisor) opContext(until time.Time) (context.Context, context.CancelFunc) {
+	if d := time.Now().Add(s.opTimeout()); d.Before(until) {
+		until = d
+	}
+	return context.WithDeadline(context.Background(), until)
+}
+
 // retryDelay is the standby poll interval, jittered uniformly in
 // [3/4, 5/4] of StandbyRetryInterval.
 func (s *LeaseSupervisor) retryDelay() time.Duration {
@@ -317,6 +326,7 @@ func (s *supervisor) Receive(c actor.Context) {
 		}
 		s.backoff.Policy, s.backoff.Rand = s.s.cfg.Restart.backoff(), s.s.rand
 		s.acqBackoff.Policy = acquireBackoff(s.s.cfg.Lease.EffectiveStandbyRetryInterval())
+		s.resumes.Policy, s.resumes.Rand = resumeRetry, s.s.rand
 		s.claimTerm = lease.NewTerm()
 		if s.s.shared.closing.Load() {
 			s.setState(StateStopped)

@@ -248,10 +248,8 @@ func (s *supervisor) releaseTerm(t *term) error {
 		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: lease.ErrExpired})
 		return nil
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), validUntil)
+	ctx, cancel := s.s.opContext(validUntil)
 	defer cancel()
-	ctx, cancel2 := context.WithTimeout(ctx, s.s.opTimeout())
-	defer cancel2()
 	if err := s.s.cfg.Store.Release(ctx, t.hold.Lease()); err != nil {
 		if errors.Is(err, lease.ErrLost) {
 			return nil

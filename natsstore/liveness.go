@@ -302,17 +302,7 @@ func (r *watchRun) readLeaderRev(ctx context.Context) {
 		return
 	}
 	r.leaderReading = true
-	gen, s := r.gen, r.s
-	s.watches.Add(1) // the caller's goroutine holds a count
-	go func() {
-		defer s.watches.Done()
-		m, err := s.read(ctx, time.Now().Add(s.cfg.timeout()), r.key)
-		res := checkResult{gen: gen, err: err}
-		if err == nil {
-			res.rev = m.Sequence
-		}
-		r.leaderRead <- res // never blocks: one read at a time
-	}()
+	r.readLast(ctx, r.s.cfg.timeout(), r.leaderRead)
 }
 
 // leaderRevAnswered takes the answer of a read for leaderRev. Until the
@@ -349,8 +339,15 @@ func (r *watchRun) startCheck(ctx context.Context) {
 		return
 	}
 	r.reading = true
+	r.readLast(ctx, min(r.interval, r.s.cfg.timeout()), r.checked)
+}
+
+// readLast reads the last revision of the run's key (or under its prefix)
+// in the background, within bound, and sends the answer, with the run's
+// generation and the read's send time, on out, which has room for it: its
+// caller makes one such read at a time.
+func (r *watchRun) readLast(ctx context.Context, bound time.Duration, out chan<- checkResult) {
 	gen, s := r.gen, r.s
-	bound := min(r.interval, s.cfg.timeout())
 	s.watches.Add(1) // the caller's goroutine holds a count
 	go func() {
 		defer s.watches.Done()
@@ -360,7 +357,7 @@ func (r *watchRun) startCheck(ctx context.Context) {
 		if err == nil {
 			res.rev = m.Sequence
 		}
-		r.checked <- res // never blocks: one read at a time
+		out <- res
 	}()
 }
 
