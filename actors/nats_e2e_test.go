@@ -154,3 +154,70 @@ func TestNATSThreeSupervisorsOneLeaderAndHandover(t *testing.T) {
 	assert.EqualValues(t, 1, f.maxActive.Load(), "never two workloads at once")
 	assert.EqualValues(t, 0, f.active.Load())
 }
+
+// TestNATSLapsedLeaderResumesAfterAServerRestart attacks the lapse on a real
+// server: the server stops right after a renewal and restarts past the
+// leader's renew deadline (8 s at TTL 10 s with a 2 s renew interval) but
+// before its lease expires there (10 s). The leader stops its workload at
+// the deadline, then goes on with the same token once the server takes its
+// renewal; the standby never leads, and two workloads never run at once.
+func TestNATSLapsedLeaderResumesAfterAServerRestart(t *testing.T) {
+	srv := natstest.Start(t)
+	lc := lease.Config{LeaseID: "e2e.lapse", TTL: 10 * time.Second, RenewInterval: 2 * time.Second,
+		SafetyMargin: time.Second, StopTimeout: time.Second, StandbyRetryInterval: 30 * time.Second}
+	f := &fleet{released: map[string]time.Time{}, events: make(chan actors.Event, 256)}
+	var mu sync.Mutex
+	var acquired []actors.Acquired
+	var renewedAt, poisonedAt time.Time
+	hook := func(ev actors.Event) {
+		mu.Lock()
+		switch e := ev.(type) {
+		case actors.Acquired:
+			acquired = append(acquired, e)
+		case actors.Renewed:
+			renewedAt = time.Now()
+		case actors.Poisoned:
+			poisonedAt = time.Now()
+		}
+		mu.Unlock()
+		f.hook(ev)
+	}
+	for i := range 2 {
+		store, err := natsstore.Dial(t.Context(), natsstore.DialOptions{URLs: []string{srv.ClientURL()},
+			Name: fmt.Sprintf("instance-%d", i), ReconnectWait: 20 * time.Millisecond}, natsstore.Config{})
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, store.Close()) })
+		cfg := lc
+		cfg.OwnerID = fmt.Sprintf("instance-%d", i)
+		sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{Lease: cfg, Store: store,
+			Workload: f.workload(), OnEvent: hook})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- sup.Run(ctx) }()
+		t.Cleanup(func() { cancel(); assert.NoError(t, <-done) })
+	}
+
+	renewed := func() time.Time { mu.Lock(); defer mu.Unlock(); return renewedAt }
+	waitFor(t, "a renewal", func() bool { return !renewed().IsZero() })
+	last := renewed()
+	waitFor(t, "the next renewal", func() bool { return renewed().After(last) })
+	srv.Shutdown() // right after a renewal: the lease expires at the server 10 s after it
+	down := time.Now()
+	time.Sleep(8*time.Second + 500*time.Millisecond - time.Since(renewed()))
+	require.EqualValues(t, 0, f.active.Load(), "the workload stopped at the renew deadline")
+	srv.Restart(t)
+	t.Logf("server down %v, restarted %v after the last renewal", time.Since(down), time.Since(renewed()))
+
+	waitFor(t, "the lapsed term to resume", func() bool { mu.Lock(); defer mu.Unlock(); return len(acquired) >= 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, poisonedAt.IsZero(), "lapsed at the deadline")
+	_, owner0 := acquired[0].Lease()
+	_, owner1 := acquired[1].Lease()
+	assert.Equal(t, owner0, owner1, "the same instance")
+	assert.True(t, acquired[1].Resumed, "resumed, not acquired again")
+	assert.Equal(t, acquired[0].Token, acquired[1].Token, "with the same token")
+	assert.False(t, acquired[1].Handover)
+	assert.EqualValues(t, 1, f.maxActive.Load(), "never two workloads at once")
+}
