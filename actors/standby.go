@@ -69,7 +69,11 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 		s.acqFails = 0
 		s.acqBackoff.Reset()
 		s.sawHolder(a.Holder)
-		s.arm(s.s.retryDelay())
+		delay := s.s.retryDelay()
+		if a.ExpiresIn > 0 { // the store judges expiry itself: try when it will
+			delay = min(delay, a.ExpiresIn+time.Millisecond)
+		}
+		s.arm(delay)
 		s.publish()
 	case s.s.shared.closing.Load():
 		// Run is returning: no term starts. Give the lease back.
@@ -179,10 +183,9 @@ func (s *supervisor) watchEvent(c actor.Context, msg watchEvent) {
 		}
 		if msg.ev.Holder.Term != s.claimTerm {
 			s.sawHolder(msg.ev.Holder)
-			// A store that judges expiry by observation (natsstore on an old
-			// server) frees the key once it has seen this write unchanged
-			// for its TTL, counted from this event: try then, not at the
-			// next poll.
+			// A store that judges expiry by observation (natsstore) frees
+			// the key once it has seen this write unchanged for its TTL,
+			// counted from this event: try then, not at the next poll.
 			if ttl := msg.ev.Holder.TTL; ttl > 0 && !time.Now().Before(s.holdOff) {
 				s.arm(min(ttl+time.Millisecond, s.s.retryDelay()))
 			}

@@ -72,6 +72,12 @@ type Acquisition struct {
 	// it yet (a key that vanished without a release, whose last holder may
 	// still be acting until its TTL has run out).
 	Holder Holder
+	// ExpiresIn is, when not Acquired, how long until the store will let
+	// the caller take the lease if its holder does not write it again
+	// first (a store that judges expiry by watching the key's revision
+	// counts the holder's TTL from when it first saw that revision): try
+	// again then. 0 means unknown: wait for a watch event or poll.
+	ExpiresIn time.Duration
 }
 
 // Store keeps leases. Implementations must be safe for concurrent use and

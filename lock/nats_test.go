@@ -88,19 +88,19 @@ func TestExtendOnNATS(t *testing.T) {
 	token, _ := g.Token()
 	rev, ttl := r.last(t, "res")
 	assert.Equal(t, uint64(token), rev)
-	assert.Equal(t, "2s", ttl)
+	assert.Equal(t, "4s", ttl, "the server keeps it for its TTL and a grace of one TTL")
 
 	require.NoError(t, g.Extend(ctx, 6*time.Second))
 	<-renewed // the renewal Extend made
 	_, ttl = r.last(t, "res")
-	assert.Equal(t, "6s", ttl, "Extend renewed with the new TTL")
+	assert.Equal(t, "12s", ttl, "Extend renewed with the new TTL")
 	for range 2 { // and the watchdog keeps renewing with it
 		e := <-renewed
 		assert.Equal(t, 6*time.Second, e.TTL)
 		assert.Equal(t, token, e.Token)
 	}
 	rev, ttl = r.last(t, "res")
-	assert.Equal(t, "6s", ttl)
+	assert.Equal(t, "12s", ttl)
 	assert.Greater(t, rev, uint64(token))
 	_, err = g.Token()
 	require.NoError(t, err)

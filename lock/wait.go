@@ -18,6 +18,10 @@ type contender struct {
 	resource string
 	term     string // the call's tenure: every attempt writes it
 	under    bool   // under the Locker's session
+	// expiresIn is what the last attempt's store said about the holder it
+	// found: the time until it lets the call take the lease unless the
+	// holder writes first (lease.Acquisition.ExpiresIn), or 0.
+	expiresIn time.Duration
 }
 
 // queue holds the Acquire calls of one Locker waiting for one resource,
@@ -206,6 +210,9 @@ func (c *contender) wait() (*Guard, error) {
 		if session != "" && wait > 0 {
 			delay = min(delay, wait)
 		}
+		if c.expiresIn > 0 {
+			delay = min(delay, c.expiresIn+time.Millisecond)
+		}
 		if timer == nil {
 			timer = time.NewTimer(delay)
 		} else {
@@ -332,6 +339,7 @@ func (c *contender) attempt(handover bool) (*Guard, lease.Holder, error) {
 	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: c.cfg.LeaseID, OwnerID: c.cfg.OwnerID, Term: c.term,
 		TTL: c.cfg.EffectiveTTL()})
 	cancel()
+	c.expiresIn = a.ExpiresIn
 	if err != nil {
 		return nil, lease.Holder{}, err
 	}

@@ -53,8 +53,13 @@ const (
 	// falls back to ExpiryObserved otherwise, logging a warning.
 	ExpiryAuto ExpiryMode = iota
 	// ExpiryServer requires per-message TTLs: the server deletes a lease
-	// that was not renewed within its TTL and tells watchers. Opening a
-	// bucket or server without them fails with ErrBucketConfig.
+	// that was not renewed within its TTL plus Config.ExpiryGrace and tells
+	// watchers. A contender judges the lease expired before that, once it
+	// has seen the key unchanged for the lease's TTL, as in ExpiryObserved
+	// mode: the grace lets a holder whose renewals a store outage held up
+	// (a stream electing a leader) renew its lease when the store is back,
+	// and keep its term and token. Opening a bucket or server without
+	// per-message TTLs fails with ErrBucketConfig.
 	ExpiryServer
 	// ExpiryObserved writes leases without a TTL; a contender judges that a
 	// lease expired when it has seen the same revision of the key, unchanged,
@@ -99,6 +104,20 @@ type Config struct {
 
 	// Expiry says who judges expiry; the zero value detects it.
 	Expiry ExpiryMode
+
+	// ExpiryGrace is how long past a lease's TTL the server keeps an
+	// unrenewed lease in ExpiryServer mode, rounded up to whole seconds.
+	// Contenders do not wait for it: they take a lease once they have seen
+	// its key unchanged for its TTL, and they start counting again when
+	// the store failed them meanwhile (an outage holds every renewal up).
+	// Within the grace, a holder that could not renew through an outage
+	// renews when the store is back, keeping its term (see
+	// actors.Acquired.Resumed); a lease whose holder and contenders all
+	// stopped is deleted by the server at the end of the grace. 0 means
+	// one TTL (the server keeps a lease for twice its TTL); negative means
+	// none (the server deletes a lease at its TTL, and an outage that
+	// outlasts the TTL since the last renewal costs a handover).
+	ExpiryGrace time.Duration
 
 	// MaxTTL is the longest lease TTL the bucket allows, rounded up to
 	// whole seconds. A store that creates the bucket records it in the
@@ -263,6 +282,29 @@ func (c Config) markerTTL() time.Duration {
 		return DefaultMarkerTTL
 	}
 	return roundUpSecond(c.MarkerTTL)
+}
+
+// serverTTL returns the per-message TTL of a held value in ExpiryServer
+// mode: the lease TTL and the grace, each rounded up to whole seconds.
+func (c Config) serverTTL(ttl time.Duration) time.Duration {
+	ttl = roundUpSecond(ttl)
+	switch {
+	case c.ExpiryGrace < 0:
+		return ttl
+	case c.ExpiryGrace == 0:
+		return satAdd(ttl, ttl)
+	default:
+		return satAdd(ttl, roundUpSecond(c.ExpiryGrace))
+	}
+}
+
+// satAdd returns a+b for non-negative durations, saturating instead of
+// overflowing.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // maxTTL returns the MaxTTL of a bucket the store creates.

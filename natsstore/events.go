@@ -29,7 +29,6 @@ type BucketCreated struct {
 // bucket lacks per-message TTLs, or stopped honouring them.
 type ExpiryFallback struct {
 	Bucket string
-	Key    string // the key switched to observed expiry, "" for the whole store
 	Reason string
 }
 
@@ -56,10 +55,7 @@ func (e BucketCreated) String() string {
 }
 
 func (e ExpiryFallback) String() string {
-	if e.Key == "" {
-		return fmt.Sprintf("bucket %q: expiry is judged by observation: %s", e.Bucket, e.Reason)
-	}
-	return fmt.Sprintf("bucket %q key %q: expiry is judged by observation: %s", e.Bucket, e.Key, e.Reason)
+	return fmt.Sprintf("bucket %q: expiry is judged by observation: %s", e.Bucket, e.Reason)
 }
 
 func (e CorruptKey) String() string {

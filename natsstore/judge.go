@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,12 +11,9 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// serverExpiryGrace is how long past its TTL a held revision may stay
-// unchanged in ExpiryServer mode before a contender concludes that the
-// server is not expiring it (a server before 2.11 accepts the Nats-TTL
-// header and ignores it) and judges that key by observation instead. It
-// covers the server's expiry timer and a loaded server; safety does not
-// depend on it (the observation rule is safe on its own).
+// serverExpiryGrace covers the server's expiry timer and a loaded server:
+// a key whose value and expiry marker have both run out this long ago would
+// have been emptied by the server, had nobody written it (Store.stale).
 const serverExpiryGrace = 2 * time.Second
 
 // verdict is what judge decided about a key's last message.
@@ -70,22 +66,11 @@ func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m 
 		if rec.Session != "" { // held while its session is: never judged by its own TTL
 			return s.judgeBound(ctx, deadline, key, st, rec)
 		}
-		if ttl, ok := msgTTL(m); ok && s.Expiry() == ExpiryServer {
-			// The server expires it. If it stays unchanged well past its
-			// TTL, the server is not doing so: judge it by observation.
-			wait := max(ttl, roundUpSecond(rec.TTL)) + serverExpiryGrace
-			if !s.keys.observe(key, st, wait) {
-				return verdict{holder: rec.holder(rev)}, nil
-			}
-			if s.keys.note(key, rev, notedFallback) {
-				reason := fmt.Sprintf("revision %d stayed unchanged for %v, longer than its TTL of %v: the server "+
-					"did not expire it (a server before 2.11 ignores per-message TTLs; a stream without a leader, during a "+
-					"failover or a partition, expires nothing until it has one)", rev, wait, ttl)
-				s.log.Warn("natsstore: "+reason+"; judged expired by observation", "lease", key)
-				s.emit(ExpiryFallback{Bucket: s.bucket, Key: key, Reason: reason})
-			}
-			return verdict{free: true, rev: rev}, nil
-		}
+		// Expired once seen unchanged for its TTL, in either mode: in
+		// ExpiryServer mode the server keeps the value for a grace beyond
+		// (Config.ExpiryGrace), so that its holder can renew after an
+		// outage that held its renewals up; a failed Acquire meanwhile
+		// restarts the count (keyCache.interrupt).
 		if s.keys.observe(key, st, rec.TTL) {
 			s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
 				"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
@@ -138,7 +123,7 @@ func (s *Store) stale(st keyState) bool {
 	if s.Expiry() != ExpiryServer || st.bound { // a value under a session never expires by itself
 		return false
 	}
-	return s.keys.now().Sub(st.seen) > roundUpSecond(st.ttl)+s.markerTTL+serverExpiryGrace
+	return s.keys.now().Sub(st.seen) > s.cfg.serverTTL(st.ttl)+s.markerTTL+serverExpiryGrace
 }
 
 // vanished reports a key that disappeared without a release, and has the
@@ -183,21 +168,6 @@ func (s *Store) confirmExpiry(ctx context.Context, deadline time.Time, key strin
 	default:
 		return unavailable(rctx, "acquire "+key+": check the bucket before trusting an expiry marker", err)
 	}
-}
-
-// msgTTL returns the per-message TTL a message was written with.
-func msgTTL(m *jetstream.RawStreamMsg) (time.Duration, bool) {
-	v := m.Header.Get(jetstream.MsgTTLHeader)
-	if v == "" {
-		return 0, false
-	}
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return d, true
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 && n < 1<<33 {
-		return time.Duration(n) * time.Second, true
-	}
-	return 0, false
 }
 
 type msgKind uint8

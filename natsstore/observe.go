@@ -48,6 +48,11 @@ type keyState struct {
 	// bound: the value at rev is held under a session (a version 3
 	// record): it never expires by itself.
 	bound bool
+	// interrupted: an Acquire of the key failed since rev was first seen.
+	// The store may have failed every writer meanwhile, the holder's
+	// renewals too, so the observation of rev starts again at the next
+	// sighting (interrupt).
+	interrupted bool
 	// top is the highest revision ever seen under the key: a later,
 	// non-empty revision below it means the server lost writes.
 	top uint64
@@ -61,7 +66,6 @@ type notes uint8
 const (
 	notedCorrupt notes = 1 << iota
 	notedVanished
-	notedFallback
 )
 
 // keyCache remembers keyStates. It is safe for concurrent use.
@@ -94,9 +98,12 @@ func (c *keyCache) put(key string, st keyState) keyState {
 func (c *keyCache) putLocked(key string, st keyState) keyState {
 	old, ok := c.m[key]
 	switch {
-	case ok && old.rev == st.rev:
+	case ok && old.rev == st.rev && !old.interrupted:
 		// The same revision (or a subject still empty): the clock goes on.
 		st.seen = old.seen
+		st.noted = old.noted
+	case ok && old.rev == st.rev:
+		st.seen = c.now() // seen again after an interruption: count anew
 		st.noted = old.noted
 	default:
 		st.seen = c.now()
@@ -137,6 +144,11 @@ func (c *keyCache) saw(key string, st keyState, top bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.m[key]
+	if ok && st.rev == old.rev && old.interrupted {
+		old.seen, old.interrupted = c.now(), false // a watch re-created after an outage
+		c.m[key] = old
+		return
+	}
 	if ok && st.rev <= max(old.rev, old.top) {
 		return
 	}
@@ -160,6 +172,40 @@ func (c *keyCache) saw(key string, st keyState, top bool) {
 func (c *keyCache) observe(key string, st keyState, wait time.Duration) bool {
 	st = c.put(key, st)
 	return c.now().Sub(st.seen) >= wait
+}
+
+// interrupt records that an Acquire of key failed (the store did not
+// answer, or refused every write): the observation of the key's current
+// revision starts again at its next sighting. Whatever kept this store from
+// writing may have kept the holder from renewing, and the holder renews as
+// soon as the store answers again (a lapsed term resumes): counting the
+// outage towards its expiry would hand the lease over after any outage
+// that outlasts its TTL since the last renewal. A restart only makes a
+// contender wait longer, never less: safety does not depend on it.
+func (c *keyCache) interrupt(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[key]; ok && st.owner != "" && !st.bound {
+		st.interrupted = true
+		c.m[key] = st
+	}
+}
+
+// expiresIn returns how long key's current value, held with a TTL of its
+// own, has left before this store judges it expired if it stays unchanged
+// (its TTL from its first sighting, or the whole TTL when its observation
+// starts again), or 0 when that is unknown or not how it ends.
+func (c *keyCache) expiresIn(key string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.m[key]
+	switch {
+	case !ok || st.owner == "" || st.bound || st.ttl <= 0:
+		return 0
+	case st.interrupted:
+		return st.ttl
+	}
+	return max(st.ttl-c.now().Sub(st.seen), time.Millisecond)
 }
 
 // note records that the events n were reported for key at rev, and reports

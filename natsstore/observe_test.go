@@ -33,6 +33,52 @@ func TestObserveUnchangedRevision(t *testing.T) {
 	})
 }
 
+// A failed Acquire interrupts the observation of a held revision: it counts
+// anew from the next sighting, by a read or by a watch, because the outage
+// that failed the contender may have kept the holder from renewing.
+func TestObserveStartsAgainAfterAnInterruption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newKeyCache(time.Now)
+		held := keyState{rev: 10, owner: "a", ttl: 10 * time.Second}
+		assert.False(t, c.observe("k", held, held.ttl))
+		assert.Equal(t, 10*time.Second, c.expiresIn("k"))
+		time.Sleep(4 * time.Second)
+		assert.Equal(t, 6*time.Second, c.expiresIn("k"))
+
+		c.interrupt("k") // the store did not answer at 4 s
+		assert.Equal(t, 10*time.Second, c.expiresIn("k"), "a whole TTL from the next sighting")
+		time.Sleep(8 * time.Second) // an outage until 12 s
+		assert.False(t, c.observe("k", held, held.ttl), "12 s unchanged, but seen again only now")
+		assert.Equal(t, 10*time.Second, c.expiresIn("k"))
+		time.Sleep(9 * time.Second)
+		assert.False(t, c.observe("k", held, held.ttl))
+		time.Sleep(time.Second)
+		assert.True(t, c.observe("k", held, held.ttl), "a TTL after the sighting that followed the outage")
+
+		// A watch that delivers the same revision after an outage counts
+		// as a sighting; a stale delivery of an older one does not.
+		c.put("w", held)
+		time.Sleep(5 * time.Second)
+		c.interrupt("w")
+		time.Sleep(5 * time.Second)
+		c.saw("w", keyState{rev: 9, owner: "a", ttl: held.ttl}, true)
+		assert.Equal(t, 10*time.Second, c.expiresIn("w"), "an older revision is no sighting")
+		c.saw("w", held, true)
+		time.Sleep(time.Second)
+		assert.Equal(t, 9*time.Second, c.expiresIn("w"), "counted from the watch's delivery")
+		assert.False(t, c.observe("w", held, held.ttl))
+
+		// Only held values are interrupted: the wait after a key vanished
+		// goes on (its holder's TTL runs whether or not the store answers).
+		gone := keyState{rev: 20, gone: true}
+		c.put("g", gone)
+		time.Sleep(5 * time.Second)
+		c.interrupt("g")
+		assert.True(t, c.observe("g", gone, 5*time.Second))
+		assert.Zero(t, c.expiresIn("g"), "not a held value")
+	})
+}
+
 func TestObserveRemembersTTLAndAcquisition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newKeyCache(time.Now)
@@ -121,7 +167,7 @@ func TestNoteOncePerRevision(t *testing.T) {
 	assert.True(t, c.note("k", 3, notedCorrupt))
 	assert.False(t, c.note("k", 3, notedCorrupt))
 	assert.True(t, c.note("k", 3, notedVanished))
-	assert.False(t, c.note("k", 2, notedFallback), "not the current revision")
+	assert.False(t, c.note("k", 2, notedVanished|notedCorrupt), "not the current revision")
 	c.put("k", keyState{rev: 4})
 	assert.True(t, c.note("k", 4, notedCorrupt))
 }
@@ -148,8 +194,13 @@ func TestJudgeEmptySubject(t *testing.T) {
 		time.Sleep(time.Second)
 		assert.True(t, s.judgeEmpty("purged").free, "the bucket's maximum TTL after")
 
+		// The server keeps a held value for its TTL and a grace of one TTL
+		// more (Config.ExpiryGrace), then its expiry marker.
 		s.keys.put("old", held)
+		s.keys.put("recent", held)
 		time.Sleep(10*time.Second + time.Minute + serverExpiryGrace + time.Second)
+		assert.False(t, s.judgeEmpty("recent").free, "the grace has not run out")
+		time.Sleep(10 * time.Second)
 		assert.True(t, s.judgeEmpty("old").free, "its own expiry and marker explain it")
 
 		s.mode.Store(uint32(ExpiryObserved))

@@ -67,7 +67,14 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		return lease.Acquisition{}, err
 	}
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
-	return s.coalesced(ctx, c, rec, s.ttlFor(c.TTL))
+	a, err := s.coalesced(ctx, c, rec, s.ttlFor(c.TTL))
+	switch {
+	case err != nil:
+		s.keys.interrupt(c.LeaseID)
+	case !a.Acquired:
+		a.ExpiresIn = s.keys.expiresIn(c.LeaseID)
+	}
+	return a, err
 }
 
 // acquire takes c.LeaseID for c's term by writing rec (with a per-message
@@ -747,13 +754,13 @@ func orNotFound(m *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
 	return m
 }
 
-// ttlFor returns the per-message TTL of a held value: the lease TTL rounded
-// up to whole seconds, or 0 (none) in observed mode.
+// ttlFor returns the per-message TTL of a held value: the lease TTL plus
+// Config.ExpiryGrace (Config.serverTTL), or 0 (none) in observed mode.
 func (s *Store) ttlFor(ttl time.Duration) time.Duration {
 	if s.Expiry() != ExpiryServer {
 		return 0
 	}
-	return roundUpSecond(ttl)
+	return s.cfg.serverTTL(ttl)
 }
 
 // ttlMillis returns ttl rounded up to whole milliseconds, as records keep it.

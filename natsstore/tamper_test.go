@@ -172,7 +172,7 @@ func TestRenewedKeyStillExpires(t *testing.T) {
 	m, err := str.GetLastMsgForSubject(ctxT(t), "$KV."+a.Bucket()+".job")
 	require.NoError(t, err)
 	require.Equal(t, l.Revision, m.Sequence)
-	assert.Equal(t, "1s", m.Header.Get(jetstream.MsgTTLHeader), "the renewal carries the TTL")
+	assert.Equal(t, "2s", m.Header.Get(jetstream.MsgTTLHeader), "the renewal carries the TTL and its grace")
 
 	events, err := b.Watch(ctxT(t), "job")
 	require.NoError(t, err)
