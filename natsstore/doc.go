@@ -56,16 +56,27 @@
 //
 // # Expiry
 //
-// With nats-server 2.11 or later and a bucket with LimitMarkerTTL, the server
-// removes a lease that was not renewed within its TTL (rounded up to whole
-// seconds; TTLs under one second are refused) and writes a marker that
-// watchers see. Otherwise the store runs in ExpiryObserved mode: a contender
-// judges a lease expired when it has seen the key's revision unchanged for
-// the lease's TTL on its own monotonic clock, counted from the read or the
-// watch event that first showed it, never by comparing clocks of different
-// machines. In server mode, a revision that stays unchanged for its TTL plus
-// a few seconds is judged the same way, as the server is then not expiring
-// it (ExpiryFallback names the key). Config.Expiry forces either mode.
+// A contender judges a lease expired when it has seen the key's revision
+// unchanged for the lease's TTL on its own monotonic clock, counted from the
+// read or the watch event that first showed it, never by comparing clocks of
+// different machines (the method of Kubernetes leader election); Acquire
+// then takes it with a compare-and-swap on that revision, which fails if the
+// holder renewed meanwhile. An Acquire that fails (the store did not answer,
+// or refused every write) starts that count again at the next sighting:
+// whatever failed the contender may have failed the holder's renewals too,
+// and the holder renews as soon as the store answers again.
+//
+// With nats-server 2.11 or later and a bucket with LimitMarkerTTL
+// (ExpiryServer mode), every held value also carries a per-message TTL: the
+// lease's TTL plus Config.ExpiryGrace (one TTL by default), rounded up to
+// whole seconds (TTLs under one second are refused). The server removes a
+// lease nobody renewed or took within it, and writes a marker that watchers
+// see. The grace is what lets a holder that stopped at its renew deadline
+// during a store outage (a stream electing a leader takes 4 to 9 s) renew
+// its lease when the store is back, keeping its term and token, although
+// the outage outlasted the TTL since its last renewal. Otherwise
+// (ExpiryObserved mode) leases are written without a TTL, and nothing
+// removes a lease nobody takes. Config.Expiry forces either mode.
 //
 // # Keys changed by hand
 //

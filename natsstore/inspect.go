@@ -116,10 +116,11 @@ type LeaseInfo struct {
 }
 
 // ExpiresAt returns when a held lease expires unless renewed: Written plus
-// the holder's TTL, by the server's clock (in ExpiryObserved mode, when a
-// contender may start counting it as expired). Zero when not held, and for
-// a lease held under a session (Holder.Session), which lasts as long as
-// its session does.
+// the holder's TTL, by the server's clock. A contender that has seen the
+// write takes the lease about then (it counts the TTL on its own clock from
+// when it saw the write); the server itself removes the value only after
+// Config.ExpiryGrace more. Zero when not held, and for a lease held under a
+// session (Holder.Session), which lasts as long as its session does.
 func (i LeaseInfo) ExpiresAt() time.Time {
 	if i.State != KeyHeld || i.Written.IsZero() || i.Holder.Session != "" {
 		return time.Time{}
