@@ -199,9 +199,13 @@ func TestReleaseAfterLossLeavesTheNewOwnersKey(t *testing.T) {
 			require.NoError(t, err)
 			owner, rev, _ := mem.Holder("res")
 
+			// In the background, A's Locker tried to give back the key of the
+			// lock lost at its renew deadline, and found it expired.
+			synctest.Wait()
+			calls := a.faults.Calls(leasetest.OpRelease)
 			err = ga.Release(t.Context())
 			assert.ErrorIs(t, err, lease.ErrLost, "nothing of A's left to release")
-			assert.Zero(t, a.faults.Calls(leasetest.OpRelease), "a poisoned guard does not even ask")
+			assert.Equal(t, calls, a.faults.Calls(leasetest.OpRelease), "a poisoned guard does not even ask")
 			o2, r2, ok := mem.Holder("res")
 			require.True(t, ok)
 			assert.Equal(t, owner, o2)

@@ -199,6 +199,9 @@ func (k *keeper) terminated(who *actor.PID) {
 	k.l.held.Add(-1)
 	k.l.metrics.held.Add(context.Background(), -1)
 	h := kg.g.hold
+	if !k.closing {
+		k.l.giveBackLapsed(h) // its watchdog has stopped: no renewal can move the revision
+	}
 	if h.Poison(lease.LossStoreError, ErrWatchdogStopped) {
 		le := h.Lease()
 		k.l.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: watchdog stopped unexpectedly; lock poisoned",

@@ -55,6 +55,12 @@ type Locker struct {
 	qmu    sync.Mutex
 	queues map[string]*queue // waiting Acquire calls, by resource
 
+	// bg ends when Close starts; lapses counts the lost locks whose keys
+	// are being given back (lapse.go).
+	bg       context.Context
+	bgCancel context.CancelFunc
+	lapses   sync.WaitGroup
+
 	mu        sync.Mutex
 	closed    bool
 	closing   chan struct{} // closed when Close starts
@@ -97,6 +103,7 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 		callsDone:  make(chan struct{}),
 		closeDone:  make(chan struct{}),
 	}
+	l.bg, l.bgCancel = context.WithCancel(context.Background())
 	if cfg.Session {
 		ss, ok := store.(lease.SessionStore)
 		if !ok {
@@ -364,6 +371,7 @@ func (l *Locker) Close(ctx context.Context) error {
 	}
 	l.closed = true
 	close(l.closing)
+	l.bgCancel()
 	if l.calls == 0 {
 		close(l.callsDone)
 	}
@@ -419,6 +427,7 @@ func (l *Locker) Close(ctx context.Context) error {
 		l.mu.Unlock()
 		report.NotStopped = append(report.NotStopped, strconv.Itoa(n)+" acquire calls")
 	}
+	l.lapses.Wait() // each ends promptly: its store call honours bg, cancelled above
 	if l.own != nil {
 		l.own.Shutdown()
 	}
