@@ -194,6 +194,9 @@ func (k *keeper) terminated(who *actor.PID) {
 		// it stops the keeper: then there is nothing left to end.)
 		kg.s.hold.Poison(lease.LossStoreError, ErrWatchdogStopped)
 		k.l.sessionLost(kg.s)
+		if !k.closing {
+			k.l.giveBackLapsed(kg.s.hold) // and with it the locks under it
+		}
 		return
 	}
 	k.l.held.Add(-1)

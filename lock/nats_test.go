@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -203,50 +204,63 @@ func TestReleaseAfterLossOnNATS(t *testing.T) {
 // the key (it keeps a value for its TTL and a grace, and a restarted server
 // expires nothing at once), and the waiters' observation started again
 // when their attempts failed. The Locker gives the key back once the server
-// answers, after the validity ended, so that a waiter need not wait a TTL
-// more; the waiter then takes it.
+// answers, no earlier than the TTL after the last renewal, so that a waiter
+// need not wait a TTL more; the waiter then takes it. Under a session, the
+// session's key is given back, which frees the locks under it.
 func TestLostLockKeyIsGivenBackAfterAnOutageOnNATS(t *testing.T) {
-	r := newNATSRig(t)
-	sa := r.store(t)
-	renewed := make(chan actors.Renewed, 64)
-	a := r.locker(t, sa, lock.Config{OwnerID: "node-a", TTL: 2 * time.Second, OnEvent: func(ev actors.Event) {
-		if e, ok := ev.(actors.Renewed); ok {
-			select {
-			case renewed <- e:
-			default:
+	for _, session := range []bool{false, true} {
+		t.Run(fmt.Sprintf("session=%v", session), func(t *testing.T) {
+			r := newNATSRig(t)
+			sa := r.store(t)
+			renewed := make(chan actors.Renewed, 64)
+			a := r.locker(t, sa, lock.Config{OwnerID: "node-a", TTL: 2 * time.Second, Session: session,
+				OnEvent: func(ev actors.Event) {
+					if e, ok := ev.(actors.Renewed); ok {
+						select {
+						case renewed <- e:
+						default:
+						}
+					}
+				}})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ga, err := a.Acquire(ctx, "res")
+			require.NoError(t, err)
+			tokenA, _ := ga.Token()
+			if !session { // a session was written when it opened, just now
+				select {
+				case <-renewed:
+				case <-ctx.Done():
+					t.Fatal("no renewal")
+				}
 			}
-		}
-	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ga, err := a.Acquire(ctx, "res")
-	require.NoError(t, err)
-	tokenA, _ := ga.Token()
-	<-renewed
-	r.srv.Shutdown() // right after a renewal
-	time.Sleep(3 * time.Second)
-	require.True(t, closed(ga.Lost()), "lost at its renew deadline")
-	r.srv.Restart(t)
+			r.srv.Shutdown() // right after a write
+			time.Sleep(3 * time.Second)
+			require.True(t, closed(ga.Lost()), "lost at its renew deadline")
+			r.srv.Restart(t)
 
-	// The key is released by A, not expired and not taken over.
-	require.Eventually(t, func() bool {
-		infos, err := sa.Leases(ctx)
-		if err != nil {
-			return false
-		}
-		for _, i := range infos {
-			if i.LeaseID == "res" {
-				return i.State == natsstore.KeyReleased && i.Holder.Token == tokenA
-			}
-		}
-		return false
-	}, 10*time.Second, 20*time.Millisecond, "the lost lock's key was not given back")
-	assert.ErrorIs(t, ga.Release(ctx), lease.ErrLost, "nothing of A's is left to release")
+			// The key (or the session's) is released by A: not expired, not
+			// taken over.
+			require.Eventually(t, func() bool {
+				infos, err := sa.Leases(ctx)
+				if err != nil {
+					return false
+				}
+				for _, i := range infos {
+					if (i.LeaseID == "res") != session && i.State == natsstore.KeyReleased && i.Holder.OwnerID == "node-a" {
+						return true
+					}
+				}
+				return false
+			}, 10*time.Second, 20*time.Millisecond, "the lost lock's key was not given back")
+			assert.ErrorIs(t, ga.Release(ctx), lease.ErrLost, "nothing of A's is left to release")
 
-	b := r.locker(t, r.store(t), lock.Config{OwnerID: "node-b", TTL: 2 * time.Second})
-	gb, err := b.Acquire(ctx, "res")
-	require.NoError(t, err)
-	tb, _ := gb.Token()
-	assert.Greater(t, tb, tokenA)
-	require.NoError(t, gb.Release(ctx))
+			b := r.locker(t, r.store(t), lock.Config{OwnerID: "node-b", TTL: 2 * time.Second})
+			gb, err := b.Acquire(ctx, "res")
+			require.NoError(t, err)
+			tb, _ := gb.Token()
+			assert.Greater(t, tb, tokenA)
+			require.NoError(t, gb.Release(ctx))
+		})
+	}
 }
