@@ -121,9 +121,10 @@
 // # Watching
 //
 // Watch reports the key's state and then every change, coalesced: a standby
-// learns of a release or an expiry within a millisecond or so instead of
-// polling. A KV watch can fall silent without an error (its consumer lost
-// with a server, or stalled by unanswered flow control), so the store keeps
+// learns of a release within a millisecond or so instead of polling, and of
+// each write of the holder, from which it counts the holder's TTL. A KV
+// watch can fall silent without an error (its consumer lost with a server,
+// or stalled by unanswered flow control), so the store keeps
 // its watches alive: it re-creates a watch after every reconnect, whenever
 // it ends, and when its consumer sends nothing, not even its idle heartbeat
 // (every half Config.WatchCheckInterval), for an interval, with briefly
