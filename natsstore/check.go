@@ -187,8 +187,9 @@ func (s *Store) fallBack(why string) {
 	if !s.mode.CompareAndSwap(uint32(ExpiryServer), uint32(ExpiryObserved)) {
 		return
 	}
-	s.log.Warn("natsstore: "+why+"; expiry is judged by contenders watching for an unchanged revision "+
-		"for a lease's TTL from now on", "bucket", s.bucket)
+	s.log.Warn("natsstore: "+why+"; leases are written without a per-message TTL from now on: contenders "+
+		"still take a lease they have seen unchanged for its TTL, but the server removes none that nobody takes",
+		"bucket", s.bucket)
 	s.emit(ExpiryFallback{Bucket: s.bucket, Reason: why})
 }
 

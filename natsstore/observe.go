@@ -73,6 +73,10 @@ type keyCache struct {
 	now func() time.Time
 	mu  sync.Mutex
 	m   map[string]keyState
+	// down is when a request of the store last went unanswered, or found
+	// the stream without a leader (outage): held values seen before then
+	// are observed anew from their next sighting, as after interrupt.
+	down time.Time
 }
 
 func newKeyCache(now func() time.Time) *keyCache {
@@ -98,7 +102,7 @@ func (c *keyCache) put(key string, st keyState) keyState {
 func (c *keyCache) putLocked(key string, st keyState) keyState {
 	old, ok := c.m[key]
 	switch {
-	case ok && old.rev == st.rev && !old.interrupted:
+	case ok && old.rev == st.rev && !c.recountLocked(old):
 		// The same revision (or a subject still empty): the clock goes on.
 		st.seen = old.seen
 		st.noted = old.noted
@@ -144,7 +148,7 @@ func (c *keyCache) saw(key string, st keyState, top bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.m[key]
-	if ok && st.rev == old.rev && old.interrupted {
+	if ok && st.rev == old.rev && c.recountLocked(old) {
 		old.seen, old.interrupted = c.now(), false // a watch re-created after an outage
 		c.m[key] = old
 		return
@@ -191,6 +195,26 @@ func (c *keyCache) interrupt(key string) {
 	}
 }
 
+// outage records that a request of the store went unanswered, or found the
+// bucket's stream without a leader, now: whatever kept it from the stream
+// may keep every holder from renewing, so the observation of every held
+// value seen before starts again at its next sighting. (An Acquire that is
+// waiting for an answer when the stream comes back would otherwise judge
+// the revision it then reads by a count that ran through the outage, and
+// take the lease before its holder's renewal lands.)
+func (c *keyCache) outage() {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = now
+}
+
+// recountLocked reports whether the observation of st, a key's state, must
+// start again at its next sighting.
+func (c *keyCache) recountLocked(st keyState) bool {
+	return st.owner != "" && !st.bound && (st.interrupted || st.seen.Before(c.down))
+}
+
 // expiresIn returns how long key's current value, held with a TTL of its
 // own, has left before this store judges it expired if it stays unchanged
 // (its TTL from its first sighting, or the whole TTL when its observation
@@ -202,7 +226,7 @@ func (c *keyCache) expiresIn(key string) time.Duration {
 	switch {
 	case !ok || st.owner == "" || st.bound || st.ttl <= 0:
 		return 0
-	case st.interrupted:
+	case c.recountLocked(st):
 		return st.ttl
 	}
 	return max(st.ttl-c.now().Sub(st.seen), time.Millisecond)

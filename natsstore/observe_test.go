@@ -68,6 +68,24 @@ func TestObserveStartsAgainAfterAnInterruption(t *testing.T) {
 		assert.Equal(t, 9*time.Second, c.expiresIn("w"), "counted from the watch's delivery")
 		assert.False(t, c.observe("w", held, held.ttl))
 
+		// A request of the store that went unanswered (or found the stream
+		// without a leader) restarts every held value seen before it; one
+		// first seen after it counts on.
+		c.put("o", held)
+		time.Sleep(8 * time.Second)
+		c.outage()
+		time.Sleep(time.Second)
+		c.put("after", held)
+		assert.Equal(t, 10*time.Second, c.expiresIn("o"))
+		time.Sleep(2 * time.Second)
+		assert.False(t, c.observe("o", held, held.ttl), "11 s unchanged, but seen again only now")
+		assert.Equal(t, 8*time.Second, c.expiresIn("after"))
+		time.Sleep(8 * time.Second)
+		assert.True(t, c.observe("after", held, held.ttl))
+		assert.False(t, c.observe("o", held, held.ttl))
+		time.Sleep(2 * time.Second)
+		assert.True(t, c.observe("o", held, held.ttl))
+
 		// Only held values are interrupted: the wait after a key vanished
 		// goes on (its holder's TTL runs whether or not the store answers).
 		gone := keyState{rev: 20, gone: true}

@@ -45,14 +45,14 @@ const minTTL = time.Second
 // release (a delete or purge marker no owner wrote, or an empty subject where
 // this store had seen a value: a stream purge leaves no marker) is taken only
 // once the bucket's maximum lease TTL (MaxTTL) has passed since this store
-// saw it vanish, because its holder may act until its own TTL runs out. In
-// ExpiryObserved mode, and for held values written without a per-message
-// TTL, a held value counts as expired once this store has seen its revision
-// unchanged for its TTL (since a read, or a watch event, first showed it);
-// in ExpiryServer mode, once it has seen it unchanged for its TTL plus a
-// grace of a few seconds, as the server is then not expiring it (see
-// ExpiryFallback). A value this package cannot read is reported as a
-// *CorruptError and never counts as free.
+// saw it vanish, because its holder may act until its own TTL runs out. A
+// held value counts as expired, in either mode, once this store has seen
+// its revision unchanged for its TTL (since a read, or a watch event, first
+// showed it), counted again from its next sighting after an Acquire of the
+// key failed or a request of the store went unanswered (an outage may have
+// kept the holder from renewing); Acquisition.ExpiresIn says when that
+// will be. A value this package cannot read is reported as a *CorruptError
+// and never counts as free.
 //
 // Concurrent Acquires of one key by claims of different terms in one store
 // are coalesced: the first runs, and the others take its outcome when it
@@ -650,10 +650,12 @@ func (s *Store) resending(actx context.Context, try func(context.Context) error)
 			return resent, nil
 		case unanswered:
 			resent = true
+			s.keys.outage()
 			continue
 		case !noLeader(err):
 			return resent, err
 		}
+		s.keys.outage()
 		t := time.NewTimer(resendPause)
 		select {
 		case <-actx.Done():
