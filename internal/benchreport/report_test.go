@@ -46,12 +46,12 @@ func testInput(t *testing.T) Input {
 	return Input{
 		Results: rs,
 		Samples: map[string][]float64{
-			"handover-watch":             watch,
-			"handover-watch-event":       {400_000, 450_000},
-			"handover-raw-watch":         {350_000, 380_000},
-			"handover-poll":              {100e6, 300e6, 450e6},
-			"takeover-crash":             {700e6, 900e6, 1400e6},
-			"takeover-crash-late":        {10e6, 400e6},
+			"handover-watch":       watch,
+			"handover-watch-event": {400_000, 450_000},
+			"handover-raw-watch":   {350_000, 380_000},
+			"handover-poll":        {100e6, 300e6, 450e6},
+			"takeover-crash":       {700e6, 900e6, 1400e6},
+			"takeover-crash-late":  {10e6, 400e6},
 		},
 		Profiles: map[string]string{
 			"natsstore-renew.cpu": "File: x.test\nType: cpu\n      flat  flat%   sum%        cum   cum%\n     1.2s 50% 50% 1.2s 50%  encoding/json.Marshal\n",
