@@ -176,6 +176,42 @@ func TestStandbyTriesAgainOneTTLAfterTheLastWriteItSaw(t *testing.T) {
 	})
 }
 
+// expiringIn answers every Acquire that finds the lease held as a store that
+// judges expiry itself does (natsstore): with when it will let the caller
+// take it. It has no watch.
+type expiringIn struct {
+	lease.Store
+	in time.Duration
+}
+
+func (e expiringIn) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
+	a, err := e.Store.Acquire(ctx, c)
+	if err == nil && !a.Acquired {
+		a.ExpiresIn = e.in
+	}
+	return a, err
+}
+
+// A standby without a watch tries again when the store said the holder's
+// lease would expire (Acquisition.ExpiresIn), not at its next poll.
+func TestStandbyTriesAgainWhenTheStoreSaysTheLeaseExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		lc := lease.Config{TTL: 10 * time.Second, StandbyRetryInterval: time.Hour}
+		runA := start(r.supervisor(t, r.config("node-a", (&counter{}).workload(), lc)))
+		synctest.Wait()
+		bStore := leasetest.NewFaultStore(r.mem)
+		cfgB := r.config("node-b", (&counter{}).workload(), lc)
+		cfgB.Store = expiringIn{Store: bStore, in: 3 * time.Second}
+		runB := start(r.supervisor(t, cfgB))
+		time.Sleep(10 * time.Second)
+		// At 0, then 3 s (and 1 ms) after each answer: 0, 3, 6 and 9 s.
+		assert.Equal(t, 4, bStore.Calls(leasetest.OpAcquire), "tries when told, not after an hour's poll")
+		require.NoError(t, runB.stop())
+		require.NoError(t, runA.stop())
+	})
+}
+
 // A workload that steps down holds its instance off for a retry interval so
 // that another takes over; once another term has taken the lease, the hold
 // off has done its work. Three candidates whose terms are shorter than the
