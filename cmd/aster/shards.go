@@ -153,7 +153,9 @@ func parseShardSet(prefix, spec string) ([]string, error) {
 	return shards, nil
 }
 
-// describeFleet assesses the fleet from the leases of the bucket, at now.
+// describeFleet assesses the fleet from the leases of the bucket, at now. A
+// lease not renewed for its TTL by now (by the server's clock against
+// this one's, for people only) counts as free: its holder is gone.
 func describeFleet(prefix string, declared []string, infos []natsstore.LeaseInfo, mode natsstore.ExpiryMode,
 	now time.Time) fleetJSON {
 	shardsAt, membersAt := shard.ShardKey(prefix, ""), shard.MemberKey(prefix, "")
@@ -167,7 +169,13 @@ func describeFleet(prefix string, declared []string, infos []natsstore.LeaseInfo
 		} else {
 			continue
 		}
-		leases = append(leases, eventOf(i))
+		ev := eventOf(i)
+		if exp := i.ExpiresAt(); ev.Kind == lease.EventHeld && !exp.IsZero() && now.After(exp) {
+			// Not renewed for its TTL: its holder is gone (a contender takes
+			// it now; the server removes the key only a grace later).
+			ev = lease.Event{LeaseID: i.LeaseID, Kind: lease.EventFree, Revision: i.Revision}
+		}
+		leases = append(leases, ev)
 	}
 	shards := declared
 	if shards == nil {

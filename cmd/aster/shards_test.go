@@ -270,3 +270,26 @@ func TestNaturalCompare(t *testing.T) {
 	slices.SortStableFunc(names, naturalCompare)
 	assert.Equal(t, []string{"eu/3", "tenant/", "tenant/1", "tenant/2", "tenant/02", "tenant/10", "tenant/x"}, names)
 }
+
+// A membership or shard lease not renewed for its TTL counts as free in the
+// verdict, as it does for the hosts: its holder is gone, although the server
+// keeps the key for a grace longer.
+func TestDescribeFleetTreatsUnrenewedLeasesAsFree(t *testing.T) {
+	now := time.Now()
+	held := func(id, owner string, written time.Time) natsstore.LeaseInfo {
+		return natsstore.LeaseInfo{LeaseID: id, State: natsstore.KeyHeld, Written: written, Revision: 1,
+			Holder: lease.Holder{OwnerID: owner, Term: "t-" + owner, Token: 1, TTL: 10 * time.Second}}
+	}
+	infos := []natsstore.LeaseInfo{
+		held(shard.MemberKey("p", "alive"), "alive", now.Add(-time.Second)),
+		held(shard.MemberKey("p", "dead"), "dead", now.Add(-15*time.Second)),
+		held(shard.ShardKey("p", "a"), "alive", now.Add(-time.Second)),
+		held(shard.ShardKey("p", "b"), "dead", now.Add(-15*time.Second)),
+	}
+	f := describeFleet("p", []string{"a", "b"}, infos, natsstore.ExpiryServer, now)
+	assert.Equal(t, 1, f.MemberCount, "the dead member is gone")
+	assert.Equal(t, 1, f.Free, "its shard is free")
+	assert.False(t, f.Balanced)
+	f = describeFleet("p", []string{"a", "b"}, infos, natsstore.ExpiryServer, now.Add(-10*time.Second))
+	assert.Equal(t, 2, f.MemberCount, "both renewed within their TTL then")
+}
