@@ -45,7 +45,8 @@ func TestResentReadIsMarkedByTheRequestAnswered(t *testing.T) {
 	t.Parallel()
 	nc := serverConn(t)
 	kv := &firstUnansweredKV{}
-	s := &Store{kv: kv, nc: nc, replicas: 3}
+	s := &Store{kv: kv, nc: nc, replicas: 3, keys: newKeyCache(time.Now)}
+	s.keys.put("job", keyState{rev: 7, owner: "a", ttl: time.Minute})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -55,4 +56,6 @@ func TestResentReadIsMarkedByTheRequestAnswered(t *testing.T) {
 	assert.Equal(t, 2, kv.calls, "the unanswered read was sent again")
 	assert.False(t, mark.sent.Before(kv.firstGaveUpAt),
 		"the mark is the first request's, sent %v before it was given up", kv.firstGaveUpAt.Sub(mark.sent))
+	assert.Equal(t, time.Minute, s.keys.expiresIn("job"),
+		"a request unanswered: the holder may not have renewed either, and the count starts again")
 }
