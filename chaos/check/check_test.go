@@ -406,6 +406,23 @@ func TestLinearizableModel(t *testing.T) {
 		{"standby on a free key", func(h *hist) {
 			h.standby("pb", "B", 2, 3, "A")
 		}, porcupine.Illegal},
+		{"standby on a key held from an earlier epoch", func(h *hist) {
+			// A server restarted on a copy of its storage: the copy may
+			// hold the key for a term of an earlier epoch.
+			h.standby("pb", "B", 2, 3, "A")
+			h.standby("pc", "C", 4, 5, "A")
+			h.acquire("pb", "B", 6, 7, 9)
+			for i := range h.Ops {
+				h.Ops[i].Epoch = 1
+			}
+		}, porcupine.Ok},
+		{"standby names two owners at once in a new epoch", func(h *hist) {
+			h.standby("pb", "B", 2, 3, "A")
+			h.standby("pc", "C", 4, 5, "D")
+			for i := range h.Ops {
+				h.Ops[i].Epoch = 1
+			}
+		}, porcupine.Illegal},
 		{"standby names the wrong owner", func(h *hist) {
 			h.acquire("pa", "A", 0, 1, 5)
 			h.standby("pb", "B", 2, 3, "C")

@@ -283,6 +283,14 @@ func step(s, sess keyState, op record.Op) []keyState {
 			if s.Corrupt || (held && (holder == s.Holder || holder == "")) || (s.Tomb && holder == "") {
 				return []keyState{s}
 			}
+			if op.Epoch > 0 && s == (keyState{}) && holder != "" {
+				// The key's first sight in a new epoch: the server restarted
+				// on a copy of its storage, in which a term of an earlier
+				// epoch may hold it, with a write of unknown time (it may
+				// expire at any moment) and revision (at least 1, which also
+				// marks the key as seen: the copy holds one value).
+				return []keyState{{Held: true, Holder: holder, MaxRev: 1}}
+			}
 			return nil
 		case record.ResultCorrupt:
 			return ifState(s.Corrupt, s)
