@@ -83,6 +83,17 @@
 // keeper, which stops it. There are no panics: a poisoned guard's Token
 // fails and its Context is cancelled with an error matching lease.ErrLost.
 //
+// A lock lost at its renew deadline (the store did not answer) leaves its
+// key behind, and natsstore keeps a key for a grace past its TTL, while
+// the waiters that met the outage count the TTL again from when the store
+// is back. So the Locker gives such a key back in the background: from the
+// lock's TTL after its last write (when a store without a grace would have
+// expired it) until twice that, it releases the key with a
+// compare-and-swap on that write's revision, and waiters take it at once.
+// A lock taken over or expired meanwhile is left alone. A session lost so
+// is given back the same way, which frees the locks under it. Close stops
+// these releases.
+//
 // # Fencing
 //
 // A lock alone cannot protect a resource from a holder that was paused (a
