@@ -384,13 +384,19 @@ type fleetChangeJSON struct {
 
 // followFleet prints every change of holder under the prefix, and the
 // verdict whenever the members or the balance change, until ctx ends or
-// after --count changes.
+// after --count changes. A lease the watch has not seen written for its TTL
+// counts as free from then on, as it does for the Hosts and their
+// contenders (its holder is gone; the server removes the key only a grace
+// later).
 func followFleet(ctx context.Context, c *cli, prefix string, declared []string, current []lease.Event,
 	changes <-chan lease.Event) error {
 	shardsAt, membersAt := shard.ShardKey(prefix, ""), shard.MemberKey(prefix, "")
 	state := map[string]lease.Event{}
+	written := map[string]time.Time{} // when the watch last showed each held lease written
+	now := time.Now()
 	for _, ev := range current {
 		state[ev.LeaseID] = ev
+		written[ev.LeaseID] = now
 	}
 	shardSet := func() []string {
 		if declared != nil {
@@ -408,54 +414,83 @@ func followFleet(ctx context.Context, c *cli, prefix string, declared []string, 
 		shards := unique(shardSet())
 		return summarize(shard.Assess(prefix, shards, slices.Collect(maps.Values(state))), shards)
 	}
+	// expired returns the held leases not written for their TTL by now,
+	// as events that free them.
+	expired := func(now time.Time) []lease.Event {
+		var out []lease.Event
+		for _, id := range slices.Sorted(maps.Keys(state)) {
+			ev := state[id]
+			if ttl := ev.Holder.TTL; ev.Kind == lease.EventHeld && ev.Holder.Session == "" && ttl > 0 &&
+				now.Sub(written[id]) > ttl {
+				out = append(out, lease.Event{LeaseID: id, Kind: lease.EventFree, Revision: ev.Revision})
+			}
+		}
+		return out
+	}
+	tick := time.NewTicker(fleetAgeCheck)
+	defer tick.Stop()
 	verdict := assess()
 	enc := json.NewEncoder(c.stdout)
 	for n := 0; c.count == 0 || n < c.count; {
-		var ev lease.Event
-		var ok bool
+		var evs []lease.Event
 		select {
-		case ev, ok = <-changes:
+		case ev, ok := <-changes:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("the watch ended: the connection to NATS was closed")
+			}
+			if ev.Kind == lease.EventHeld {
+				written[ev.LeaseID] = time.Now()
+			}
+			evs = append(evs, ev)
+		case now := <-tick.C:
+			evs = expired(now)
 		case <-ctx.Done():
 			return nil // interrupted
 		}
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
+		for _, ev := range evs {
+			if c.count != 0 && n >= c.count {
+				break
 			}
-			return errors.New("the watch ended: the connection to NATS was closed")
+			prev, known := state[ev.LeaseID]
+			state[ev.LeaseID] = ev
+			kind, name := "shard", ""
+			if n, ok := strings.CutPrefix(ev.LeaseID, shardsAt); ok && n != "" {
+				name = n
+			} else if n, ok := strings.CutPrefix(ev.LeaseID, membersAt); ok && n != "" {
+				kind, name = "member", n
+			} else {
+				continue
+			}
+			o, p := observe(ev), observe(prev)
+			if known && sameHolder(o, p) || !known && !o.Held {
+				continue // a renewal, the same state again after a reconnect, a key not held freed
+			}
+			n++
+			after := assess()
+			var err error
+			switch {
+			case c.json:
+				err = enc.Encode(fleetChangeJSON{observationJSON: observationOf(o), Kind: kind, Name: name, summaryJSON: after})
+			case after.Balanced != verdict.Balanced || after.MemberCount != verdict.MemberCount:
+				_, err = fmt.Fprintf(c.stdout, "%s\n%s  %s\n", monitor.Describe(o, p, false), o.Seen.Format("15:04:05.000"), after)
+			default:
+				_, err = fmt.Fprintln(c.stdout, monitor.Describe(o, p, false))
+			}
+			if err != nil {
+				return err
+			}
+			verdict = after
 		}
-		prev, known := state[ev.LeaseID]
-		state[ev.LeaseID] = ev
-		kind, name := "shard", ""
-		if n, ok := strings.CutPrefix(ev.LeaseID, shardsAt); ok && n != "" {
-			name = n
-		} else if n, ok := strings.CutPrefix(ev.LeaseID, membersAt); ok && n != "" {
-			kind, name = "member", n
-		} else {
-			continue
-		}
-		o, p := observe(ev), observe(prev)
-		if known && sameHolder(o, p) || !known && !o.Held {
-			continue // a renewal, the same state again after a reconnect, a key not held freed
-		}
-		n++
-		after := assess()
-		var err error
-		switch {
-		case c.json:
-			err = enc.Encode(fleetChangeJSON{observationJSON: observationOf(o), Kind: kind, Name: name, summaryJSON: after})
-		case after.Balanced != verdict.Balanced || after.MemberCount != verdict.MemberCount:
-			_, err = fmt.Fprintf(c.stdout, "%s\n%s  %s\n", monitor.Describe(o, p, false), o.Seen.Format("15:04:05.000"), after)
-		default:
-			_, err = fmt.Fprintln(c.stdout, monitor.Describe(o, p, false))
-		}
-		if err != nil {
-			return err
-		}
-		verdict = after
 	}
 	return nil
 }
+
+// fleetAgeCheck is how often aster shards --watch looks for leases not
+// written for their TTL.
+const fleetAgeCheck = 250 * time.Millisecond
 
 // observe is the observation of an event, seen now.
 func observe(ev lease.Event) lease.Observation {

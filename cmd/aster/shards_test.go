@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -292,4 +294,52 @@ func TestDescribeFleetTreatsUnrenewedLeasesAsFree(t *testing.T) {
 	assert.False(t, f.Balanced)
 	f = describeFleet("p", []string{"a", "b"}, infos, natsstore.ExpiryServer, now.Add(-10*time.Second))
 	assert.Equal(t, 2, f.MemberCount, "both renewed within their TTL then")
+}
+
+// aster shards --watch counts a lease the watch has not seen written for
+// its TTL as free, as the Hosts do: its holder is gone, and the server
+// keeps the key a grace longer. A renewal keeps it held.
+func TestShardsWatchFreesLeasesNotRenewedForTheirTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &lockedBuffer{}
+		c := &cli{stdout: out, count: 1}
+		h := lease.Holder{OwnerID: "pod-a", Term: "t", Token: 5, TTL: time.Second}
+		member, sh := shard.MemberKey("p", "pod-a"), shard.ShardKey("p", "s/0")
+		current := []lease.Event{{LeaseID: member, Kind: lease.EventHeld, Holder: h, Revision: 5},
+			{LeaseID: sh, Kind: lease.EventHeld, Holder: h, Revision: 6}}
+		changes := make(chan lease.Event)
+		done := make(chan error, 1)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // virtual: a regression fails, not hangs
+		defer cancel()
+		go func() { done <- followFleet(ctx, c, "p", []string{"s/0"}, current, changes) }()
+		time.Sleep(900 * time.Millisecond)
+		changes <- lease.Event{LeaseID: member, Kind: lease.EventHeld, Holder: h, Revision: 7} // renewed
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		require.Empty(t, out.String(), "both written within their TTL")
+		time.Sleep(200 * time.Millisecond) // the shard: 1.4 s without a write
+		synctest.Wait()
+		require.NoError(t, <-done, "one change, as --count says")
+		assert.Contains(t, out.String(), "p.shards.s/0  free (was pod-a, token 5)")
+		assert.Contains(t, out.String(), "1 member, 1 shard: not balanced: 1 shard is free")
+	})
+}
+
+// lockedBuffer is an io.Writer whose contents can be read while it is
+// written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
