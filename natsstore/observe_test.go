@@ -227,3 +227,25 @@ func TestJudgeEmptySubject(t *testing.T) {
 		assert.False(t, s.judgeEmpty("observed").free, "nothing expires in observed mode")
 	})
 }
+
+// The assumption expiry by observation rests on: a contender's clock runs
+// no faster than the holder's by more than SafetyMargin/TTL. A contender 9%
+// fast judges a 10 s lease expired only after the holder's validity (TTL -
+// 10% margin = 9 s of the holder's time) has ended; one 12% fast, beyond
+// the margin, judges it early, which is what the margin guards against.
+func TestObservationWithinTheMarginNeverPrecedesTheValidity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		rated := func(rate float64) func() time.Time {
+			return func() time.Time { return start.Add(time.Duration(float64(time.Since(start)) * rate)) }
+		}
+		within, beyond := newKeyCache(rated(1.09)), newKeyCache(rated(1.12))
+		held := keyState{rev: 10, owner: "a", ttl: 10 * time.Second}
+		validity := held.ttl - held.ttl/10 // the holder's, from its write, sent before either saw it
+		within.put("k", held)
+		beyond.put("k", held)
+		time.Sleep(validity)
+		assert.False(t, within.observe("k", held, held.ttl), "9% fast: not before the holder's validity ends")
+		assert.True(t, beyond.observe("k", held, held.ttl), "12% fast: before it, beyond the margin")
+	})
+}
