@@ -9,8 +9,14 @@ PKGS        ?= ./...
 
 ## run: the main demo (embedded NATS, three instances, kill/pause/stop the leader); exits by itself.
 ##      Flags go in ARGS, e.g. make run ARGS="-ttl 3s -instances 4", or ARGS=-help.
+##      It builds the demo first into tmp/bin, naming each package it compiles: the first build
+##      downloads the modules and compiles for a few minutes; later ones take seconds.
 run:
-	$(GO) run ./examples/outbox $(ARGS)
+	@echo "make run: building the demo into tmp/bin (the first build takes a few minutes; each package compiled is listed)..."
+	@mkdir -p tmp/bin
+	$(GO) build -v -o tmp/bin/outbox ./examples/outbox
+	@echo "make run: built; running tmp/bin/outbox $(ARGS)"
+	@./tmp/bin/outbox $(ARGS)
 
 ## test: vet, then every test with the race detector (the CI command)
 test:

@@ -52,7 +52,7 @@ func main() {
 func orchestratorMain(args []string, stdout, stderr io.Writer) int {
 	o := options{contenders: defaultContenders, ttl: defaultTTL, steps: defaultSteps, step: defaultStep, out: stdout}
 	fs := flag.NewFlagSet("lock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a mistake is one line, below; -help prints the usage
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: lock [flags]
 
@@ -72,8 +72,11 @@ Flags:
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "lock: %v (run with -help for the flags)\n", err)
 		return 2
 	}
 	o.urls = demo.SplitURLs(urls)

@@ -60,6 +60,11 @@ func TestFlags(t *testing.T) {
 		stderr.Reset()
 		assert.Equal(t, 2, orchestratorMain(args, &stdout, &stderr), "%v", args)
 	}
+
+	// A bad flag: its error once, on one line, and where the flags are.
+	stderr.Reset()
+	assert.Equal(t, 2, orchestratorMain([]string{"-bogus"}, &stdout, &stderr))
+	assert.Equal(t, "lock: flag provided but not defined: -bogus (run with -help for the flags)\n", stderr.String())
 }
 
 // TestBadReplicas: a -replicas value out of range, or above 1 without an

@@ -113,7 +113,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		settle: defaultSettle, interval: defaultInterval, out: stdout,
 	}
 	fs := flag.NewFlagSet("outbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a mistake is one line, printed by the caller; -help prints the usage
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprint(out, usage)
@@ -142,10 +142,15 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.replicas, "replicas", 1, demo.ReplicasUsage)
 	noColor := fs.Bool("no-color", os.Getenv("NO_COLOR") != "", "no colours, and no live status line")
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
+			return o, err
+		}
+		return o, fmt.Errorf("%w (run with -help for the flags)", err)
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+		return o, fmt.Errorf("unexpected arguments %q (run with -help for the flags)", fs.Args())
 	}
 	d.URLs = demo.SplitURLs(urls)
 	if err := demo.CheckReplicas(o.replicas, d.URLs); err != nil {

@@ -262,6 +262,11 @@ func TestBadFlags(t *testing.T) {
 		assert.Equal(t, 2, orchestratorMain(args, &stdout, &stderr), "%v", args)
 		assert.NotEmpty(t, stderr.String(), "%v", args)
 	}
+
+	// A bad flag: its error once, on one line, and where the flags are.
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 2, orchestratorMain([]string{"-bogus"}, &stdout, &stderr))
+	assert.Equal(t, "outbox: flag provided but not defined: -bogus (run with -help for the flags)\n", stderr.String())
 }
 
 func TestShortToken(t *testing.T) {

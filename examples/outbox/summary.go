@@ -97,17 +97,28 @@ func summarize(r *recorder, o options) *summary {
 		h.Acquired = t.begin()
 		if i > 0 {
 			// The earliest sign that the key was free: the old leader's
-			// report of its release, or the watch's event (which also sees
-			// expiries). A sign later than the acquisition was stamped late
-			// (the new leader can acquire before the old one has reported).
+			// report of its release, the watch's event of a release or a
+			// removal, or the end of the old term's TTL, counted from the
+			// last write of it the watch saw (a crashed or frozen leader's
+			// key is not removed: a standby judges it expired when it has
+			// not changed for its TTL, and writes over it). A sign later
+			// than the acquisition was stamped late (the new leader can
+			// acquire before the old one has reported).
 			signs := []time.Time{terms[i-1].released}
+			var lastWrite time.Time
 			for _, w := range r.watch {
 				if w.ev.Kind == lease.EventHeld && w.ev.Revision == t.token {
 					break
 				}
-				if w.ev.Kind == lease.EventFree && !w.at.Before(h.Trigger) {
+				switch {
+				case w.ev.Kind == lease.EventFree && !w.at.Before(h.Trigger):
 					signs = append(signs, w.at)
+				case w.ev.Kind == lease.EventHeld && uint64(w.ev.Holder.Token) == h.FromToken:
+					lastWrite = w.at
 				}
+			}
+			if !lastWrite.IsZero() && !lastWrite.Add(s.TTL).Before(h.Trigger) {
+				signs = append(signs, lastWrite.Add(s.TTL))
 			}
 			for _, at := range signs {
 				if !at.IsZero() && !at.After(h.Acquired) && (h.Free.IsZero() || at.Before(h.Free)) {
@@ -214,9 +225,9 @@ func (s *summary) print(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\n  Durations from the signal (SIGKILL, SIGSTOP, SIGTERM; for #0, the start of the instances):")
-	fmt.Fprintln(w, "  lease free after: until the key was free in the store (the TTL ran out, or the old leader released it);")
-	fmt.Fprintln(w, "  acquired after: until a standby acquired the lease; first write after: until the fence accepted its")
-	fmt.Fprintln(w, "  first write. ?: not observed (the orchestrator's watch of the key coalesces events close together).")
+	fmt.Fprintln(w, "  lease free after: until the lease was free (the old leader released it, or its TTL ran out since the")
+	fmt.Fprintln(w, "  last renewal the orchestrator's watch saw); acquired after: until a standby acquired the lease; first")
+	fmt.Fprintln(w, "  write after: until the fence accepted its first write. ?: not observed (the watch coalesces events).")
 	if len(s.Tokens) > 0 && s.Tokens[0] >= shortTokenAbove {
 		fmt.Fprintf(w, "  Tokens show their last %d digits; the first in full is %d (a new bucket starts its sequence from the clock).\n", shortTokenDigits, s.Tokens[0])
 	}
@@ -228,8 +239,12 @@ func (s *summary) print(w io.Writer) {
 		total += s.Accepted[t]
 		parts = append(parts, fmt.Sprintf("token %s: %d", shortToken(t), s.Accepted[t]))
 	}
-	fmt.Fprintf(tw, "  accepted writes\t%d (%s)\n", total, strings.Join(parts, ", "))
-	fmt.Fprintf(tw, "  rejected writes\t%d %s\n", len(s.Rejected), rejections(s.Rejected))
+	if len(parts) == 0 {
+		fmt.Fprintf(tw, "  accepted writes\t%d\n", total)
+	} else {
+		fmt.Fprintf(tw, "  accepted writes\t%d (%s)\n", total, strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(tw, "  rejected writes\t%s\n", strings.TrimSpace(fmt.Sprintf("%d %s", len(s.Rejected), rejections(s.Rejected))))
 	fmt.Fprintf(tw, "  late writes accepted\t%d\n", s.LateAccepted)
 	tokens := make([]string, 0, len(s.Tokens))
 	for _, t := range s.Tokens {
