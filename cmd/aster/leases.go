@@ -32,9 +32,13 @@ type leaseJSON struct {
 }
 
 func runLeases(ctx context.Context, c *cli, args []string) error {
-	bucket := natsstore.DefaultBucket
-	if len(args) == 1 {
+	bucket := c.bucket
+	if len(args) == 1 { // aster leases BUCKET: deprecated for --bucket
+		if c.set["bucket"] && args[0] != c.bucket {
+			return &usageError{fmt.Sprintf("the bucket is %q or %q? Name it once, with --bucket", c.bucket, args[0])}
+		}
 		bucket = args[0]
+		fmt.Fprintf(c.stderr, "aster leases: the BUCKET argument is deprecated; use --bucket %s\n", bucket)
 	}
 	nc, err := c.conn.connect(ctx)
 	if err != nil {

@@ -4,9 +4,9 @@
 // the NATS micro service of package monitor), and a local NATS server for
 // development.
 //
-//	go install github.com/asterforge/aster/cmd/aster@latest
+//	go install ./cmd/aster  # from a clone of the repository
 //
-//	aster leases [BUCKET]   the leases of a bucket: owner, metadata, term, token, age, validity, expiry
+//	aster leases            the leases of a bucket: owner, metadata, term, token, age, validity, expiry
 //	aster watch LEASE       who holds a lease, then every handover, live
 //	aster shards PREFIX     a sharded fleet: every shard's holder and target, the members, the balance
 //	aster status            every instance's leases, locks and health
@@ -16,7 +16,11 @@
 // It connects as the nats CLI does: --server (or NATS_URL), --creds,
 // --nkey, --user and --password, --token, --tlscert, --tlskey and --tlsca
 // (or NATS_CREDS, NATS_NKEY, NATS_USER, NATS_PASSWORD, NATS_TOKEN,
-// NATS_CERT, NATS_KEY, NATS_CA). Every command takes --json.
+// NATS_CERT, NATS_KEY, NATS_CA). Every command takes --json. Every command
+// that reads a bucket (leases, watch, shards) names it with --bucket
+// (default aster_leases); `aster leases BUCKET` still works, deprecated.
+// aster dev takes none of the connection flags: its server has no
+// authentication.
 package main
 
 import (
@@ -30,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/asterforge/aster/natsstore"
 )
 
 func main() {
@@ -48,11 +54,14 @@ type command struct {
 	flags func(fs *flag.FlagSet, c *cli)
 	// nargs is the number of positional arguments: min and max.
 	min, max int
+	// noConn: the command connects to nothing, and refuses the connection
+	// flags rather than ignore them.
+	noConn bool
 }
 
 var commands = []command{
-	{name: "leases", args: "[BUCKET]", summary: "list the leases of a bucket: owner, metadata, term, token, age, validity left, expiry mode",
-		run: runLeases, max: 1},
+	{name: "leases", summary: "list the leases of a bucket: owner, metadata, term, token, age, validity left, expiry mode",
+		run: runLeases, flags: bucketFlag, max: 1}, // the one argument: the bucket, deprecated for --bucket
 	{name: "watch", args: "LEASE", summary: "print who holds a lease, then every handover as it happens",
 		run: runWatch, flags: watchFlags, min: 1, max: 1},
 	{name: "shards", args: "PREFIX", summary: "a sharded fleet: each shard's holder and target, the members, whether it is balanced",
@@ -62,7 +71,7 @@ var commands = []command{
 	{name: "tree", args: "INSTANCE", summary: "the supervision trees of one instance (its name or service ID)",
 		run: runTree, flags: discoveryFlags, min: 1, max: 1},
 	{name: "dev", summary: "run a local NATS server with JetStream and a store directory, for development",
-		run: runDev, flags: devFlags},
+		run: runDev, flags: devFlags, noConn: true},
 }
 
 // cli is the state of one invocation.
@@ -72,6 +81,7 @@ type cli struct {
 	conn           connFlags
 	json           bool
 	bucket         string
+	set            map[string]bool // the flags set on the command line
 	// watch, shards
 	count int
 	// shards
@@ -93,7 +103,7 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr}
+	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr, set: map[string]bool{}}
 	c.conn.defaults(getenv)
 	top := flag.NewFlagSet("aster", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
@@ -104,10 +114,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			usage(stdout)
 			return 0
 		}
-		fmt.Fprintf(stderr, "aster: %v\n\n", err)
-		usage(stderr)
+		fmt.Fprintf(stderr, "aster: %v (aster help lists the commands and flags)\n", err)
 		return 2
 	}
+	top.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	rest := top.Args()
 	if len(rest) == 0 || rest[0] == "help" {
 		if len(rest) > 1 {
@@ -142,11 +152,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fs.Usage()
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "aster %s: %v\n", cmd.name, err)
+		fmt.Fprintf(stderr, "aster %s: %v (aster help %s lists its flags)\n", cmd.name, err, cmd.name)
 		return 2
 	case len(pos) < cmd.min || len(pos) > cmd.max:
 		fmt.Fprintf(stderr, "aster %s: expected %s\nusage: aster %s [flags] %s\n", cmd.name, argsWanted(cmd), cmd.name, cmd.args)
 		return 2
+	}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if cmd.noConn {
+		if err := refuseConnFlags(c.set); err != nil {
+			fmt.Fprintf(stderr, "aster %s: %v\n", cmd.name, err)
+			return 2
+		}
 	}
 	if err := cmd.run(ctx, c, pos); err != nil {
 		var ue *usageError
@@ -171,7 +188,7 @@ func find(name string) *command {
 
 func argsWanted(cmd *command) string {
 	switch {
-	case cmd.max == 0:
+	case cmd.max == 0 || cmd.args == "":
 		return "no arguments"
 	case cmd.min == cmd.max:
 		return cmd.args
@@ -196,6 +213,33 @@ func (c *cli) flagSet(cmd *command) *flag.FlagSet {
 		printFlags(w, fs)
 	}
 	return fs
+}
+
+// bucketFlag adds --bucket, the one way every command names the bucket it
+// reads.
+func bucketFlag(fs *flag.FlagSet, c *cli) {
+	fs.StringVar(&c.bucket, "bucket", natsstore.DefaultBucket, "the KV `bucket` of the leases")
+}
+
+// refuseConnFlags returns an error naming the first connection flag set
+// (on the command line; the environment is not a request), for a command
+// that connects to nothing.
+func refuseConnFlags(set map[string]bool) error {
+	probe := flag.NewFlagSet("", flag.ContinueOnError)
+	var f connFlags
+	f.register(probe)
+	var names []string
+	probe.VisitAll(func(fl *flag.Flag) {
+		if set[fl.Name] {
+			names = append(names, fl.Name)
+		}
+	})
+	if len(names) == 0 {
+		return nil
+	}
+	return &usageError{fmt.Sprintf("--%s: the development server runs without authentication or TLS and takes "+
+		"no connection flags (--host and --port choose where it listens; for a server with authentication, run "+
+		"nats-server with a configuration file)", names[0])}
 }
 
 // printFlags prints fs's flags as the nats CLI shows them: --name, with -s

@@ -37,7 +37,7 @@ func TestUsage(t *testing.T) {
 	r := aster(t, nil)
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "usage: aster <command>")
-	for _, cmd := range []string{"leases [BUCKET]", "watch LEASE", "shards PREFIX", "status", "tree INSTANCE", "dev"} {
+	for _, cmd := range []string{"leases ", "watch LEASE", "shards PREFIX", "status", "tree INSTANCE", "dev"} {
 		assert.Contains(t, r.stderr, "\n  "+cmd)
 	}
 
@@ -54,7 +54,8 @@ func TestUsage(t *testing.T) {
 
 	r = aster(t, nil, "leases", "-h")
 	assert.Equal(t, 0, r.code)
-	assert.Contains(t, r.stdout, "usage: aster leases [flags] [BUCKET]")
+	assert.Contains(t, r.stdout, "usage: aster leases [flags] \n")
+	assert.Contains(t, r.stdout, "  --bucket bucket", "every command that reads a bucket names it with --bucket")
 
 	r = aster(t, nil, "frobnicate")
 	assert.Equal(t, 2, r.code)
@@ -66,11 +67,17 @@ func TestUsage(t *testing.T) {
 
 	r = aster(t, nil, "leases", "a", "b")
 	assert.Equal(t, 2, r.code)
-	assert.Contains(t, r.stderr, "aster leases: expected at most [BUCKET]")
+	assert.Contains(t, r.stderr, "aster leases: expected no arguments")
 
 	r = aster(t, nil, "status", "--bogus")
 	assert.Equal(t, 2, r.code)
-	assert.Contains(t, r.stderr, "flag provided but not defined: -bogus")
+	assert.Equal(t, "aster status: flag provided but not defined: -bogus (aster help status lists its flags)\n", r.stderr)
+
+	// A bad flag before the command: one line, not the usage around it.
+	r = aster(t, nil, "--bogus", "leases")
+	assert.Equal(t, 2, r.code)
+	assert.Equal(t, "aster: flag provided but not defined: -bogus (aster help lists the commands and flags)\n", r.stderr)
+	assert.Empty(t, r.stdout)
 
 	r = aster(t, nil, "watch", "billing.*")
 	assert.Equal(t, 2, r.code)
@@ -139,4 +146,28 @@ func TestConnectionErrors(t *testing.T) {
 	r = aster(t, nil, "tree", "x", "--tlscert", "c.pem")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--tlscert and --tlskey go together")
+}
+
+// TestDevRefusesConnectionFlags: aster dev's server has no authentication,
+// so the flags that would ask for it are refused, not ignored; the
+// environment, which is not a request to the dev server, is ignored.
+func TestDevRefusesConnectionFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"dev", "--user", "a", "--password", "b"},
+		{"--user", "a", "dev"},
+		{"dev", "--token", "t"},
+		{"dev", "--creds", "x.creds"},
+		{"dev", "--tlscert", "c.pem", "--tlskey", "k.pem"},
+		{"dev", "-s", "nats://0.0.0.0:5222"},
+	} {
+		r := aster(t, nil, args...)
+		assert.Equal(t, 2, r.code, "%v", args)
+		assert.Contains(t, r.stderr, "aster dev: --", "%v", args)
+		assert.Contains(t, r.stderr, "the development server runs without authentication or TLS and takes no "+
+			"connection flags", "%v", args)
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		assert.Empty(t, r.stdout, "%v: no server started", args)
+	}
+	r := aster(t, nil, "dev", "--user", "a", "--password", "b")
+	assert.Contains(t, r.stderr, "aster dev: --password: ", "the first flag set, in order of name")
 }

@@ -58,8 +58,9 @@ func TestLeases(t *testing.T) {
 	done := take(t, s, "billing.reports", "pod-b", nil)
 	require.NoError(t, s.Release(ctxT(t), done))
 
-	r := aster(t, env, "leases", "billing")
+	r := aster(t, env, "leases", "--bucket", "billing")
 	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
 	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, rows, 3)
 	assert.Regexp(t, `^LEASE\s+STATE\s+OWNER\s+META\s+TERM\s+TOKEN\s+AGE\s+VALID LEFT\s+EXPIRY$`, rows[0])
@@ -67,7 +68,19 @@ func TestLeases(t *testing.T) {
 		`\d+\s+\d+(\.\d+)?m?s\s+\d+(\.\d+)?m?s\s+server$`, rows[1])
 	assert.Regexp(t, `^billing.reports\s+released\s+pod-b\s+-\s+`+done.Term+`\s+\d+\s+\S+\s+-\s+server$`, rows[2])
 
-	r = aster(t, env, "leases", "--json", "billing")
+	// The bucket as an argument: deprecated, still the same table.
+	byArg := aster(t, env, "leases", "billing")
+	require.Equal(t, 0, byArg.code, byArg.stderr)
+	assert.Equal(t, "aster leases: the BUCKET argument is deprecated; use --bucket billing\n", byArg.stderr)
+	assert.Equal(t, len(rows), len(strings.Split(strings.TrimSpace(byArg.stdout), "\n")))
+	assert.Contains(t, byArg.stdout, "billing.outbox")
+	byBoth := aster(t, env, "leases", "--bucket", "billing", "billing")
+	require.Equal(t, 0, byBoth.code, byBoth.stderr)
+	byBoth = aster(t, env, "leases", "--bucket", "billing", "other")
+	assert.Equal(t, 2, byBoth.code)
+	assert.Contains(t, byBoth.stderr, `aster leases: the bucket is "billing" or "other"? Name it once, with --bucket`)
+
+	r = aster(t, env, "leases", "--json", "--bucket", "billing")
 	require.Equal(t, 0, r.code, r.stderr)
 	var got []leaseJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
@@ -84,7 +97,7 @@ func TestLeases(t *testing.T) {
 	assert.NotEmpty(t, got[0].ValidLeft)
 	assert.Equal(t, "released", got[1].State)
 
-	r = aster(t, env, "leases", "nothing_here")
+	r = aster(t, env, "leases", "--bucket", "nothing_here")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, `aster leases: bucket "nothing_here" not found on `+srv.ClientURL())
 
@@ -145,9 +158,12 @@ func TestWatch(t *testing.T) {
 		assert.Equal(t, uint64(0), obs[0].Revision)
 		assert.Equal(t, observationJSON{Time: obs[1].Time, LeaseID: id, Held: true, OwnerID: "pod-a", Term: a.Term,
 			Token: uint64(a.Token), TTL: "10s", Meta: map[string]string{"addr": "10.0.0.7:8080"}, Revision: uint64(a.Token)}, obs[1])
+		assert.Nil(t, obs[1].From, "no holder before")
 		assert.False(t, obs[2].Held)
+		assert.Equal(t, &holderJSON{OwnerID: "pod-a", Token: uint64(a.Token)}, obs[2].From, "free: who it was")
 		assert.Equal(t, "pod-b", obs[3].OwnerID)
 		assert.Equal(t, uint64(b.Token), obs[3].Token)
+		assert.Nil(t, obs[3].From, "after a free lease, no handover")
 	}
 
 	// Interrupted: exit status 0.

@@ -22,7 +22,7 @@ import (
 )
 
 func shardsFlags(fs *flag.FlagSet, c *cli) {
-	fs.StringVar(&c.bucket, "bucket", natsstore.DefaultBucket, "the KV `bucket` of the fleet's leases")
+	bucketFlag(fs, c)
 	fs.StringVar(&c.shardSet, "shards", "", "the fleet's shards: `NAME:N` for NAME/0 … NAME/N-1 (shard.Range), or names "+
 		"separated by commas (default: the shards with a key in the bucket)")
 	fs.BoolVar(&c.live, "watch", false, "after the table, print every change of holder, and the verdict when the members "+
@@ -48,7 +48,8 @@ type summaryJSON struct {
 	// Members counts the held membership leases.
 	MemberCount int `json:"member_count"`
 	ShardCount  int `json:"shard_count"`
-	// Balanced: every shard is held by the member the placement names.
+	// Balanced: there are members, and every shard is held by the member
+	// the placement names.
 	Balanced bool `json:"balanced"`
 	// Moving counts the shards the placement takes from one member to give
 	// to another; Free the shards nobody holds; Elsewhere the shards held
@@ -113,6 +114,14 @@ func runShards(ctx context.Context, c *cli, args []string) error {
 	}
 	f := describeFleet(prefix, declared, infos, store.Expiry(), time.Now())
 	f.Bucket = c.bucket
+	if len(f.Shards) == 0 && len(f.Members) == 0 {
+		nothing := fmt.Sprintf("no leases of fleet %q in bucket %q (is the prefix, the bucket or the account right?)",
+			prefix, c.bucket)
+		if !c.live {
+			return errors.New(nothing)
+		}
+		fmt.Fprintln(c.stderr, "aster shards: "+nothing+"; watching for its first lease")
+	}
 	switch {
 	case c.json && c.live: // JSON lines: the fleet, then one line per change
 		if err := json.NewEncoder(c.stdout).Encode(f); err != nil {
@@ -241,7 +250,9 @@ func eventOf(i natsstore.LeaseInfo) lease.Event {
 }
 
 func summarize(a shard.Assignment, shards []string) summaryJSON {
-	s := summaryJSON{MemberCount: len(a.Members), ShardCount: len(shards), Balanced: a.Balanced, Moving: a.Moving}
+	// No members: nothing is placed, and nothing is balanced.
+	s := summaryJSON{MemberCount: len(a.Members), ShardCount: len(shards), Balanced: a.Balanced && len(a.Members) > 0,
+		Moving: a.Moving}
 	for _, name := range shards {
 		h, held := a.Holders[name]
 		switch {
@@ -292,9 +303,7 @@ const maxMisplaced = 20
 
 func printFleet(out io.Writer, f fleetJSON) error {
 	if len(f.Shards) == 0 && len(f.Members) == 0 {
-		_, err := fmt.Fprintf(out, "no leases of fleet %q in bucket %q (is the prefix, the bucket or the account right?)\n",
-			f.Prefix, f.Bucket)
-		return err
+		return nil // runShards said so
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "SHARD\tSTATE\tHOLDER\tMETA\tTOKEN\tAGE\tVALID LEFT\tTARGET")
@@ -473,7 +482,8 @@ func followFleet(ctx context.Context, c *cli, prefix string, declared []string, 
 			var err error
 			switch {
 			case c.json:
-				err = enc.Encode(fleetChangeJSON{observationJSON: observationOf(o), Kind: kind, Name: name, summaryJSON: after})
+				err = enc.Encode(fleetChangeJSON{observationJSON: observationOf(o, p, !known), Kind: kind, Name: name,
+					summaryJSON: after})
 			case after.Balanced != verdict.Balanced || after.MemberCount != verdict.MemberCount:
 				_, err = fmt.Fprintf(c.stdout, "%s\n%s  %s\n", monitor.Describe(o, p, false), o.Seen.Format("15:04:05.000"), after)
 			default:
@@ -508,7 +518,10 @@ func sameHolder(o, p lease.Observation) bool {
 		o.Holder.Token == p.Holder.Token
 }
 
-func observationOf(o lease.Observation) observationJSON {
+// observationOf is the JSON line of o, seen after prev (first: o is the
+// first observation, and prev means nothing). It names the previous holder
+// where monitor.Describe does: a lease freed, and a handover.
+func observationOf(o, prev lease.Observation, first bool) observationJSON {
 	line := observationJSON{Time: o.Seen, LeaseID: o.LeaseID, Held: o.Held, OwnerID: o.Holder.OwnerID,
 		Term: o.Holder.Term, Token: uint64(o.Holder.Token), Meta: o.Holder.Meta, Revision: o.Revision}
 	if o.Holder.TTL > 0 {
@@ -516,6 +529,9 @@ func observationOf(o lease.Observation) observationJSON {
 	}
 	if o.Held && o.Holder.OwnerID == "" {
 		line.Problem = "the value is not a lease; nobody can take it until it is deleted"
+	}
+	if !first && prev.Held && prev.Holder.OwnerID != "" {
+		line.From = &holderJSON{OwnerID: prev.Holder.OwnerID, Token: uint64(prev.Holder.Token)}
 	}
 	return line
 }

@@ -108,10 +108,30 @@ func TestShards(t *testing.T) {
 	r = aster(t, env, "shards", "billing", "--bucket", "nothing_here")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, `aster shards: bucket "nothing_here" not found on `+srv.ClientURL())
-	r = aster(t, env, "shards", "nobody")
+	// Nothing found: an error, on one line, and no verdict.
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"shards", "nobody"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		r = aster(t, env, args...)
+		assert.Equal(t, 1, r.code, "%v", args)
+		assert.Equal(t, "aster shards: no leases of fleet \"nobody\" in bucket \"aster_leases\" (is the prefix, the bucket "+
+			"or the account right?)\n", r.stderr, "%v", args)
+		assert.Empty(t, r.stdout, "%v", args)
+	}
+
+	// Shards declared, no member: nothing is placed, and nothing is
+	// balanced.
+	r = aster(t, env, "shards", "nobody", "--shards", "tenant:2", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "no leases of fleet \"nobody\" in bucket \"aster_leases\" (is the prefix, the bucket or the account right?)\n",
-		r.stdout)
+	var none fleetJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &none), r.stdout)
+	assert.Equal(t, summaryJSON{ShardCount: 2, Free: 2}, none.summaryJSON)
+	assert.False(t, none.Balanced)
+	r = aster(t, env, "shards", "nobody", "--shards", "tenant:2")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\n0 members, 2 shards: no members: nothing is placed\n")
 }
 
 // The command and the fleet's own Hosts agree: the same targets, the same
@@ -342,4 +362,15 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestNoMembersIsNotBalanced: a fleet with no members places nothing, and
+// its verdict never says balanced, whatever the shards.
+func TestNoMembersIsNotBalanced(t *testing.T) {
+	now := time.Now()
+	for _, declared := range [][]string{nil, {"tenant/0"}} {
+		f := describeFleet("nobody", declared, nil, natsstore.ExpiryServer, now)
+		assert.False(t, f.Balanced, "declared %v", declared)
+		assert.Zero(t, f.MemberCount)
+	}
 }

@@ -10,11 +10,10 @@ import (
 
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/monitor"
-	"github.com/asterforge/aster/natsstore"
 )
 
 func watchFlags(fs *flag.FlagSet, c *cli) {
-	fs.StringVar(&c.bucket, "bucket", natsstore.DefaultBucket, "the KV `bucket` of the lease")
+	bucketFlag(fs, c)
 	fs.IntVar(&c.count, "count", 0, "exit after this many lines (0: until interrupted)")
 }
 
@@ -30,6 +29,15 @@ type observationJSON struct {
 	Meta     map[string]string `json:"meta,omitempty"`
 	Revision uint64            `json:"revision"`
 	Problem  string            `json:"problem,omitempty"`
+	// From is the holder before this change, when it was known: the one
+	// a free line says was, and a handover's previous holder.
+	From *holderJSON `json:"from,omitempty"`
+}
+
+// holderJSON names a previous holder.
+type holderJSON struct {
+	OwnerID string `json:"owner_id"`
+	Token   uint64 `json:"token"`
 }
 
 func runWatch(ctx context.Context, c *cli, args []string) error {
@@ -64,15 +72,7 @@ func runWatch(ctx context.Context, c *cli, args []string) error {
 			return errors.New("the watch ended: the connection to NATS was closed")
 		}
 		if c.json {
-			line := observationJSON{Time: o.Seen, LeaseID: o.LeaseID, Held: o.Held, OwnerID: o.Holder.OwnerID,
-				Term: o.Holder.Term, Token: uint64(o.Holder.Token), Meta: o.Holder.Meta, Revision: o.Revision}
-			if o.Holder.TTL > 0 {
-				line.TTL = o.Holder.TTL.String()
-			}
-			if o.Held && o.Holder.OwnerID == "" {
-				line.Problem = "the value is not a lease; nobody can take it until it is deleted"
-			}
-			if err := enc.Encode(line); err != nil {
+			if err := enc.Encode(observationOf(o, prev, n == 0)); err != nil {
 				return err
 			}
 		} else {
