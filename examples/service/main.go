@@ -2,7 +2,8 @@
 // deploy/kubernetes): a singleton (an actors.LeaseSupervisor running a
 // small supervision tree while it holds its lease) with a monitor.Registry
 // that serves the liveness and readiness probes and /aster/status over
-// HTTP, and registers the monitor's NATS micro service, so that `aster
+// HTTP, the lease, tree and store metrics for Prometheus on /metrics, and
+// registers the monitor's NATS micro service, so that `aster
 // status` and `aster tree` find every instance.
 //
 // Its owner identity and lease metadata come from the pod (POD_NAME,
@@ -35,6 +36,10 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/examples/service/settings"
@@ -100,8 +105,18 @@ func run(ctx context.Context, s settings.Settings, log *slog.Logger, ready func(
 		log.Info("embedded NATS server started (no NATS_URL): try aster status --server "+ns.ClientURL(), "url", ns.ClientURL())
 	}
 
-	// 2. The monitor, and the lease store reporting to it.
+	// 2. The monitor, the metrics, and the lease store reporting to them.
 	reg := monitor.New(monitor.Config{Instance: s.Instance})
+	promReg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	if _, err := reg.RegisterMetrics(mp); err != nil {
+		return err
+	}
 	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 	store, err := natsstore.Dial(dctx, natsstore.DialOptions{
 		URLs: urls, Name: s.Instance, CredentialsFile: s.CredsFile, RetryConnect: true,
@@ -122,11 +137,12 @@ func run(ctx context.Context, s settings.Settings, log *slog.Logger, ready func(
 
 	// 3. The singleton.
 	sup, err := actors.NewLeaseSupervisor(actors.SupervisorConfig{
-		Lease:    s.Lease,
-		Store:    store,
-		Meta:     s.Meta,
-		Workload: actors.WorkloadTree(func(g actors.Granted) (*supervision.Tree, error) { return workTree(g, log) }),
-		Logger:   log,
+		Lease:         s.Lease,
+		Store:         store,
+		Meta:          s.Meta,
+		Workload:      actors.WorkloadTree(func(g actors.Granted) (*supervision.Tree, error) { return workTree(g, log) }),
+		Logger:        log,
+		MeterProvider: mp,
 	})
 	if err != nil {
 		return err
@@ -156,6 +172,7 @@ func run(ctx context.Context, s settings.Settings, log *slog.Logger, ready func(
 	}
 	mux := http.NewServeMux()
 	mux.Handle(settings.PathPrefix+"/", http.StripPrefix(settings.PathPrefix, reg.Handler()))
+	mux.Handle(settings.MetricsPath, promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -237,6 +237,23 @@ func TestReplicasShowThePodAsOwner(t *testing.T) {
 		}
 	}
 
+	// The metrics the alert rules of deploy/kubernetes/alerts.yaml read.
+	metrics := func(in *instance) string {
+		resp, err := http.Get("http://" + in.started.HTTPAddr + settings.MetricsPath)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	ma, mb := metrics(a), metrics(b)
+	assert.Contains(t, ma, `aster_lease_leader{lease_id="example.service"} 1`)
+	assert.Contains(t, mb, `aster_lease_leader{lease_id="example.service"} 0`)
+	assert.Contains(t, ma, `aster_lease_acquisitions_total{lease_id="example.service"} 1`)
+	assert.Contains(t, ma, `aster_supervision_children{lease_id="example.service",state="running",tree="service"} 2`)
+	assert.Contains(t, ma, `aster_store_events_total{kind="natsstore.BucketCreated",store="aster_leases"} 1`,
+		"the first replica created the bucket")
+
 	// SIGTERM: the leader resigns, and the standby takes over through its
 	// watch, long before the TTL (3 s) would have run out.
 	stopped := time.Now()

@@ -59,6 +59,8 @@ const (
 	ReadyPath = PathPrefix + "/readyz"
 	// StatusPath serves the monitor.Report as JSON.
 	StatusPath = PathPrefix + "/status"
+	// MetricsPath serves the lease, tree and store metrics to Prometheus.
+	MetricsPath = "/metrics"
 )
 
 // DefaultHTTPAddr is where the service listens for probes and status.
