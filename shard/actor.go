@@ -65,6 +65,7 @@ type (
 	}
 	reconcileTick struct{}
 	sweepTick     struct{}
+	recheckTick   struct{}
 	rewatchTick   struct{ gen uint64 }
 	leaseReport   struct {
 		shard  string
@@ -120,6 +121,8 @@ type hostActor struct {
 	sweep        *time.Timer
 	settleTimer  *time.Timer
 	rewatchTimer *time.Timer
+	recheckTimer *time.Timer // when an unproven member stops counting
+	recheckAt    time.Time
 }
 
 func newHostActor(h *Host, fatal chan<- error) *hostActor {
@@ -166,6 +169,9 @@ func (a *hostActor) Receive(c actor.Context) {
 		a.reconcile(c)
 	case sweepTick:
 		a.sweepNow(c)
+	case recheckTick:
+		a.recheckAt = time.Time{}
+		a.changed(change{members: true})
 	case leaseReport:
 		a.report(msg)
 	case resigned:
@@ -213,9 +219,11 @@ func (a *hostActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 	sup.StopChildren(child)
 }
 
-// changed reacts to a change of the view.
+// changed reacts to a change of the view. A change of the holders can
+// change the members too: a member seen only in a snapshot counts once it
+// holds a shard (view.placeable).
 func (a *hostActor) changed(ch change) {
-	if ch.members {
+	if ch.members || ch.holders {
 		a.membersChanged()
 	}
 	if ch.members || ch.holders {
@@ -226,13 +234,19 @@ func (a *hostActor) changed(ch change) {
 // membersChanged reports members that joined or left.
 func (a *hostActor) membersChanged() {
 	now := map[string]map[string]string{}
-	for _, id := range a.view.memberIDs() {
+	for _, id := range a.placeable() {
 		e, _ := a.view.member(id)
 		now[id] = e.holder.Meta
 	}
 	for _, id := range slices.Sorted(maps.Keys(a.members)) {
 		if _, ok := now[id]; !ok {
-			a.logAttrs(slog.LevelInfo, "member left", slog.String("member", id))
+			if a.view.unproven(id) {
+				a.logAttrs(slog.LevelInfo, "member left: its key has not been written since this instance "+
+					"began watching, and it holds no shard (a crashed member's key the store still keeps)",
+					slog.String("member", id))
+			} else {
+				a.logAttrs(slog.LevelInfo, "member left", slog.String("member", id))
+			}
 			a.emit(MemberLeft{OwnerID: id})
 		}
 	}
@@ -243,6 +257,24 @@ func (a *hostActor) membersChanged() {
 		}
 	}
 	a.members = now
+}
+
+// placeable returns the members the view counts now (view.placeable), and
+// arranges for the members to be looked at again when that changes by
+// itself.
+func (a *hostActor) placeable() []string {
+	ids, recheck := a.view.placeable(a.owner, time.Now())
+	if !recheck.IsZero() && (a.recheckAt.IsZero() || recheck.Before(a.recheckAt)) {
+		a.recheckAt = recheck
+		d := time.Until(recheck) + time.Millisecond
+		root, self := a.sys.Root, a.self
+		if a.recheckTimer == nil {
+			a.recheckTimer = time.AfterFunc(d, func() { root.Send(self, recheckTick{}) })
+		} else {
+			a.recheckTimer.Reset(d)
+		}
+	}
+	return ids
 }
 
 // reconcileSoon places the shards again after the settle delay.
@@ -260,11 +292,11 @@ func (a *hostActor) reconcileSoon() {
 }
 
 // fleet returns the members this instance places the shards over: the
-// ones it sees, with itself once it has joined (while its membership lease
+// ones it sees (view.placeable), with itself once it has joined (while its membership lease
 // is being taken again, it does not give its shards away), and without
 // itself while it drains.
 func (a *hostActor) fleet() []string {
-	ids := a.view.memberIDs()
+	ids := a.placeable()
 	in := slices.Contains(ids, a.owner)
 	if in {
 		a.joined = true
@@ -570,7 +602,7 @@ func (a *hostActor) armSweep() {
 }
 
 func (a *hostActor) stopTimers() {
-	for _, t := range []*time.Timer{a.sweep, a.settleTimer, a.rewatchTimer} {
+	for _, t := range []*time.Timer{a.sweep, a.settleTimer, a.rewatchTimer, a.recheckTimer} {
 		if t != nil {
 			t.Stop()
 		}

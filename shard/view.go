@@ -30,6 +30,13 @@ type entry struct {
 	prev   string    // the OwnerID of the term before holder's
 	rev    uint64    // the revision of the last event applied
 	seen   time.Time // when an event last said it was held
+	// written says that the view saw the lease written while it watched
+	// (a change, or a snapshot showing a newer revision than it had): its
+	// holder was alive then. A lease seen only in a snapshot may be the
+	// key of an instance that crashed, which a store keeps for up to a
+	// TTL after its last write (natsstore a grace longer); a lease freed
+	// or aged must be written again to count as written.
+	written bool
 }
 
 // change says what an update changed.
@@ -59,15 +66,20 @@ func (v *view) locate(leaseID string) (m map[string]*entry, key string, isMember
 	return nil, "", false, false
 }
 
-// apply records one event.
-func (v *view) apply(ev lease.Event, now time.Time) change {
+// apply records one event of the watch's changes.
+func (v *view) apply(ev lease.Event, now time.Time) change { return v.record(ev, now, true) }
+
+// record records one event, of the watch's changes (live) or of a
+// snapshot.
+func (v *view) record(ev lease.Event, now time.Time, live bool) change {
 	v.lastEvent = now
 	m, key, isMember, ok := v.locate(ev.LeaseID)
 	if !ok {
 		return change{}
 	}
 	e := m[key]
-	if e == nil {
+	isNew := e == nil
+	if isNew {
 		if ev.Kind != lease.EventHeld {
 			return change{}
 		}
@@ -77,6 +89,9 @@ func (v *view) apply(ev lease.Event, now time.Time) change {
 	if ev.Revision != 0 && ev.Revision < e.rev {
 		return change{} // older than what was seen (a re-created watch)
 	}
+	// A write the view had not seen: a change that is new (a watch may
+	// report again what it reported), or any newer revision.
+	newer := (!isNew && ev.Revision > e.rev) || (live && (isNew || ev.Revision == 0))
 	e.rev = max(e.rev, ev.Revision)
 	changed := false
 	switch ev.Kind {
@@ -89,9 +104,13 @@ func (v *view) apply(ev lease.Event, now time.Time) change {
 		if h.Token != e.holder.Token || h.Term != e.holder.Term { // a new term
 			e.prev = e.holder.OwnerID
 		}
+		if newer && !e.written {
+			e.written = true
+			changed = changed || isMember // a member proved alive may count now (placeable)
+		}
 		e.holder, e.held, e.seen = h, true, now
 	case lease.EventFree:
-		changed, e.held = e.held, false
+		changed, e.held, e.written = e.held, false, false
 	}
 	if isMember {
 		return change{members: changed}
@@ -106,17 +125,17 @@ func (v *view) reset(evs []lease.Event, now time.Time) change {
 	inSnapshot := map[string]bool{}
 	for _, ev := range evs {
 		inSnapshot[ev.LeaseID] = ev.Kind == lease.EventHeld
-		c.add(v.apply(ev, now))
+		c.add(v.record(ev, now, false))
 	}
 	for id, e := range v.members {
 		if e.held && !inSnapshot[id] {
-			e.held = false
+			e.held, e.written = false, false
 			c.members = true
 		}
 	}
 	for s, e := range v.shards {
 		if e.held && !inSnapshot[ShardKey(v.prefix, s)] {
-			e.held = false
+			e.held, e.written = false, false
 			c.holders = true
 		}
 	}
@@ -135,7 +154,7 @@ func (v *view) age() change {
 				ttl = v.defaultTTL
 			}
 			if e.held && v.lastEvent.Sub(e.seen) > ttl {
-				e.held = false
+				e.held, e.written = false, false
 				if i == 0 {
 					c.members = true
 				} else {
@@ -157,6 +176,61 @@ func (v *view) memberIDs() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// unprovenFor is how long a member that the view has seen only in a
+// snapshot, never written since, and that holds no shard, still counts
+// (view.placeable): long enough for a live member that joined just before
+// to take its first shard (a store round trip or two), far shorter than a
+// renewal interval.
+const unprovenFor = 250 * time.Millisecond
+
+// placeable returns the OwnerIDs of the members a Host places the shards
+// over at now, sorted: the members, except one the view has seen only in a
+// snapshot, never written since, that holds no shard unprovenFor after the
+// snapshot listed it. That is the key of an instance that crashed and whose
+// shards were taken, which the store keeps for up to a TTL after its last
+// write (natsstore a grace longer): an instance that joins then would
+// otherwise place on it shards that the others hand the newcomer, and run
+// them nowhere until the key aged out of its view, a TTL later. A live
+// member counts again at its next renewal, or as soon as it holds a shard;
+// self, the Host's own OwnerID, always counts.
+//
+// recheck is when the answer changes if nothing else does (zero: never):
+// when a member that counts now stops counting.
+func (v *view) placeable(self string, now time.Time) (ids []string, recheck time.Time) {
+	holds := map[string]bool{}
+	for _, e := range v.shards {
+		if e.held && e.holder.OwnerID != "" {
+			holds[e.holder.OwnerID] = true
+		}
+	}
+	for id, e := range v.members {
+		if !e.held {
+			continue
+		}
+		owner := ownerOf(id, e, v.prefix)
+		if e.written || owner == self || holds[owner] {
+			ids = append(ids, owner)
+			continue
+		}
+		if until := e.seen.Add(unprovenFor); now.Before(until) {
+			ids = append(ids, owner)
+			if recheck.IsZero() || until.Before(recheck) {
+				recheck = until
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), recheck
+}
+
+// unproven reports whether owner's membership lease is held but has not
+// been written since the view saw it in a snapshot: why placeable may
+// leave it out.
+func (v *view) unproven(owner string) bool {
+	e, ok := v.member(owner)
+	return ok && !e.written
 }
 
 // member returns the entry of a member by OwnerID.
