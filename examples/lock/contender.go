@@ -61,6 +61,7 @@ type writeResp struct {
 	Accepted bool   `json:"accepted"`
 	Entry    int    `json:"entry,omitempty"` // the ledger entry written
 	Highest  uint64 `json:"highest"`         // the fence's highest token before this write
+	At       int64  `json:"at"`              // when the fence decided, in Unix nanoseconds
 }
 
 type contenderConfig struct {
@@ -172,7 +173,8 @@ func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) er
 func work(ctx context.Context, hub *hubClient, log *slog.Logger, tenure lease.Tenure, job int, cfg contenderConfig) {
 	token := tenure.Token
 	for step := 1; step <= cfg.steps; step++ {
-		resp, err := hub.write(ctx, writeReq{Token: uint64(token), Term: tenure.Term, Job: job, Step: step, Sent: time.Now().UnixNano()})
+		sent := time.Now()
+		resp, err := hub.write(ctx, writeReq{Token: uint64(token), Term: tenure.Term, Job: job, Step: step, Sent: sent.UnixNano()})
 		switch {
 		case err != nil:
 			log.Warn("write failed", tint.Err(err))
@@ -182,11 +184,27 @@ func work(ctx context.Context, hub *hubClient, log *slog.Logger, tenure lease.Te
 				"token", token, "highest", resp.Highest, "step", step)
 			return
 		}
-		log.Info("ledger entry written", "entry", resp.Entry, "token", token, "step", fmt.Sprintf("%d/%d", step, cfg.steps))
+		msg, attrs := written(resp, sent, time.Now(), cfg.ttl)
+		log.Info(msg, append(attrs, "token", token, "step", fmt.Sprintf("%d/%d", step, cfg.steps))...)
 		if step < cfg.steps && sleep(ctx, cfg.step) != nil {
 			return
 		}
 	}
+}
+
+// written describes an accepted write sent at sent whose answer arrived at
+// now. An answer that took more than half the TTL comes from a process that
+// was frozen (or a network that stalled) after the fence accepted the
+// write: said plainly, with the time the fence accepted it, so that a line
+// logged after a newer holder's acquisition does not read as a stale write
+// accepted. The fence accepted it because no newer token had written yet.
+func written(resp writeResp, sent, now time.Time, ttl time.Duration) (string, []any) {
+	attrs := []any{"entry", resp.Entry}
+	if wait := now.Sub(sent); wait > ttl/2 {
+		return "ledger entry written before any newer holder's write; its answer arrives late (was this process frozen?)",
+			append(attrs, "accepted_at", time.Unix(0, resp.At).Format("15:04:05.000"), "answer_after", wait.Round(time.Millisecond))
+	}
+	return "ledger entry written", attrs
 }
 
 // reporter sends reports to the orchestrator in order, from a goroutine of

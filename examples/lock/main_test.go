@@ -49,6 +49,26 @@ func TestRun(t *testing.T) {
 	}
 	assert.Equal(t, 1, lost)
 	assert.GreaterOrEqual(t, len(sum.holds), 3)
+	// The orchestrator creates the bucket as an administrator would: no
+	// contender's store warns of a bucket it had to create.
+	assert.Contains(t, out.String(), "bucket created")
+	assert.NotContains(t, out.String(), "created the missing bucket")
+}
+
+// TestWrittenLate: an accepted write whose answer arrives after a freeze
+// says when the fence accepted it, so that it does not read as a stale
+// write accepted after a newer holder's acquisition.
+func TestWrittenLate(t *testing.T) {
+	sent := time.Date(2026, 12, 5, 9, 15, 44, 486_000_000, time.Local)
+	resp := writeResp{Accepted: true, Entry: 6, Highest: 5, At: sent.Add(time.Millisecond).UnixNano()}
+
+	msg, attrs := written(resp, sent, sent.Add(20*time.Millisecond), time.Second)
+	assert.Equal(t, "ledger entry written", msg)
+	assert.Equal(t, []any{"entry", 6}, attrs)
+
+	msg, attrs = written(resp, sent, sent.Add(1001*time.Millisecond), time.Second)
+	assert.Equal(t, "ledger entry written before any newer holder's write; its answer arrives late (was this process frozen?)", msg)
+	assert.Equal(t, []any{"entry", 6, "accepted_at", "09:15:44.487", "answer_after", 1001 * time.Millisecond}, attrs)
 }
 
 func TestFlags(t *testing.T) {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,9 +20,12 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore"
 )
 
 type options struct {
@@ -95,6 +99,7 @@ func (r *recorder) write(w writeReq) writeResp {
 		return nil
 	})
 	rec.at, rec.accepted, resp.Accepted = time.Now(), err == nil, err == nil
+	resp.At = rec.at.UnixNano()
 	r.writes = append(r.writes, rec)
 	h := r.holdFor(w.Token, w.Name)
 	if rec.accepted {
@@ -172,6 +177,16 @@ func run(ctx context.Context, o options) (*summary, error) {
 		return nil, err
 	}
 	defer stopServer()
+	// The bucket is created once, before any contender starts, as an
+	// administrator would (natsstore.CreateBucket), and not by the first
+	// contender's store, which would warn that a missing bucket in
+	// production is a mistake.
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = createBucket(bctx, urls, natsstore.Config{Bucket: o.bucket, Replicas: o.replicas}, log)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -440,4 +455,27 @@ func (s *summary) print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  verdict\t%s\n", verdict)
 	_ = tw.Flush()
+}
+
+// createBucket creates cfg's bucket on the servers at urls, or uses the one
+// there.
+func createBucket(ctx context.Context, urls []string, cfg natsstore.Config, log *slog.Logger) error {
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Name("aster-lock-orchestrator"))
+	if err != nil {
+		return fmt.Errorf("connecting to NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	switch err := natsstore.CreateBucket(ctx, js, cfg); {
+	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+		log.Info("using the existing bucket", "bucket", cfg.Bucket)
+	case err != nil:
+		return fmt.Errorf("creating the bucket %q: %w", cfg.Bucket, err)
+	default:
+		log.Info("bucket created", "bucket", cfg.Bucket, "replicas", max(cfg.Replicas, 1))
+	}
+	return nil
 }

@@ -50,6 +50,10 @@ func TestRun(t *testing.T) {
 	kill := sum.steps[1]
 	assert.Len(t, kill.live, 2)
 	assert.GreaterOrEqual(t, kill.took, time.Duration(0))
+	// The orchestrator creates the bucket as an administrator would: no
+	// store of the demo warns of a bucket it had to create.
+	assert.Contains(t, out.String(), "bucket created")
+	assert.NotContains(t, out.String(), "created the missing bucket")
 }
 
 // TestRunCluster runs it against a 3-node JetStream cluster, as -nats-url

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
@@ -174,6 +177,55 @@ type step struct {
 	moved    int // workload starts during the step
 	least    int // the moves the new shares require
 	balanced bool
+	// free is the longest a shard ran nowhere during the step, from the
+	// change on (freeShard names it); maxFree, when not 0, is how long
+	// the verdict allows.
+	free      time.Duration
+	freeShard string
+	maxFree   time.Duration
+}
+
+// maxFreeAfterJoin is how long a shard may run nowhere after an instance
+// joins: the others hand it its share, released and taken at once, even
+// when a crashed member's key is still in the store.
+const maxFreeAfterJoin = time.Second
+
+// longestFree returns the shard that ran nowhere for the longest time
+// within [from, to], and for how long. r.Mu must be held.
+func (r *recorder) longestFree(shards []string, from, to time.Time) (string, time.Duration) {
+	worst, longest := "", time.Duration(0)
+	gap := func(s string, a, b time.Time) {
+		if d := b.Sub(a); d > longest {
+			worst, longest = s, d
+		}
+	}
+	for _, s := range shards {
+		runs := slices.Clone(r.runs[s])
+		slices.SortFunc(runs, func(a, b *span) int { return a.start.Compare(b.start) })
+		at := from // every instant before at is covered, or judged
+		for _, ru := range runs {
+			if !endOf(ru).After(at) {
+				continue
+			}
+			if ru.start.After(at) {
+				gap(s, at, minTime(ru.start, to))
+			}
+			if at = endOf(ru); !at.Before(to) {
+				break
+			}
+		}
+		if at.Before(to) {
+			gap(s, at, to)
+		}
+	}
+	return worst, longest
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // run runs the example and returns its summary; every instance process has
@@ -203,16 +255,16 @@ func run(ctx context.Context, o options) (*summary, error) {
 		log.Info("embedded NATS server started", "url", ns.ClientURL())
 	}
 	// The orchestrator creates the bucket, with o.replicas replicas, before
-	// any instance starts, as an administrator would: instances that race to
-	// create a replicated bucket can find it not yet readable.
+	// any instance starts, as an administrator would (natsstore.CreateBucket,
+	// not a store that creates a missing bucket and warns that in production
+	// this means a mistake): instances that race to create a replicated
+	// bucket can find it not yet readable.
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := natsstore.Dial(dctx, natsstore.DialOptions{URLs: urls, Name: "aster-shards-orchestrator"},
-		natsstore.Config{Bucket: o.bucket, Replicas: o.replicas, Logger: log})
+	err := createBucket(dctx, urls, natsstore.Config{Bucket: o.bucket, Replicas: o.replicas}, log)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS: %w", err)
+		return nil, err
 	}
-	store.Close()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -316,8 +368,10 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 	start func() (string, error), child func(string) *demo.Child) error {
 	var live []string
 	first := true
-	// change makes a change of the fleet, then waits until it is balanced.
-	change := func(what string, limit time.Duration, do func() error) error {
+	// change makes a change of the fleet, then waits until it is balanced;
+	// maxFree, when not 0, is how long the verdict lets a shard run
+	// nowhere from the change on.
+	change := func(what string, limit, maxFree time.Duration, do func() error) error {
 		log.Info("▶ " + what)
 		// Where the shards run now, not where they ran when the last step
 		// was judged balanced: a member may have taken its share since.
@@ -329,12 +383,13 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 		if err := do(); err != nil {
 			return err
 		}
-		st := step{what: what, live: slices.Clone(live)}
+		st := step{what: what, live: slices.Clone(live), maxFree: maxFree}
 		err := rec.WaitFor(ctx, limit, "the fleet to balance after "+what, func() bool {
 			return rec.balanced(shards, live)
 		})
 		st.took = time.Since(began)
 		rec.Mu.Lock()
+		st.freeShard, st.free = rec.longestFree(shards, began, began.Add(st.took))
 		st.table, st.balanced = rec.table(shards)
 		st.balanced = st.balanced && err == nil
 		st.moved = rec.starts() - starts
@@ -354,7 +409,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 		return err
 	}
 
-	if err := change(fmt.Sprintf("start %d instances", o.instances), 30*time.Second, func() error {
+	if err := change(fmt.Sprintf("start %d instances", o.instances), 30*time.Second, 0, func() error {
 		for range o.instances {
 			name, err := start()
 			if err != nil {
@@ -376,7 +431,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 	now, _ := rec.table(shards)
 	rec.Mu.Unlock()
 	victim := busiest(now, live)
-	if err := change("SIGKILL "+victim+": its shards move once their leases expire", o.ttl+10*time.Second, func() error {
+	if err := change("SIGKILL "+victim+": its shards move once their leases expire", o.ttl+10*time.Second, 0, func() error {
 		c := child(victim)
 		rec.kill(victim, time.Now())
 		c.Kill()
@@ -389,7 +444,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 		return err
 	}
 
-	if err := change("add an instance: the others hand it its share at once", 20*time.Second, func() error {
+	if err := change("add an instance: the others hand it its share at once", 20*time.Second, maxFreeAfterJoin, func() error {
 		name, err := start()
 		if err != nil {
 			return err
@@ -404,7 +459,7 @@ func script(ctx context.Context, o options, rec *recorder, log *slog.Logger, sha
 	}
 
 	leaver := live[0]
-	if err := change("SIGTERM "+leaver+": it drains, handing every shard over before it exits", 20*time.Second, func() error {
+	if err := change("SIGTERM "+leaver+": it drains, handing every shard over before it exits", 20*time.Second, 0, func() error {
 		live = live[1:]
 		return child(leaver).Signal(syscall.SIGTERM)
 	}); err != nil {
@@ -442,6 +497,14 @@ func (st step) print(w io.Writer, shards []string) {
 	}
 	fmt.Fprintf(w, "  %d shards on %d instances, %s; %d workloads started (%s)\n",
 		len(shards), len(st.live), state, st.moved, need)
+	if st.maxFree > 0 {
+		which := ""
+		if st.freeShard != "" {
+			which = " (" + st.freeShard + ")"
+		}
+		fmt.Fprintf(w, "  longest a shard ran nowhere: %v%s; the verdict allows %v\n", st.free.Round(time.Millisecond),
+			which, st.maxFree)
+	}
 	byInstance := map[string][]string{}
 	for _, s := range shards {
 		n := st.table[s]
@@ -494,6 +557,10 @@ func summarize(r *recorder, s *summary) {
 		s.problems = append(s.problems, fmt.Sprintf("%d fenced writes refused", s.rejected))
 	}
 	for _, st := range s.steps {
+		if st.maxFree > 0 && st.free > st.maxFree {
+			s.problems = append(s.problems, fmt.Sprintf("%s ran nowhere for %v after: %s (at most %v)",
+				st.freeShard, st.free.Round(time.Millisecond), st.what, st.maxFree))
+		}
 		if !st.balanced {
 			s.problems = append(s.problems, "not balanced after: "+st.what)
 		} else if st.least >= 0 && st.moved > st.least+st.least/10 {
@@ -522,7 +589,8 @@ func (s *summary) print(w io.Writer) {
 		fmt.Fprintf(w, "                 %s\n", o)
 	}
 	fmt.Fprintf(w, "  fenced writes  %d accepted, %d refused (a lease.Fence per shard)\n", s.accepted, s.rejected)
-	verdict := "PASS: every shard ran on one instance at a time, and every step moved only what the new shares needed"
+	verdict := "PASS: every shard ran on one instance at a time, every step moved only what the new shares needed, " +
+		"and no shard ran nowhere for longer than the verdict allows"
 	if !s.OK() {
 		verdict = "FAIL: " + strings.Join(s.problems, "; ")
 	}
@@ -538,4 +606,27 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// createBucket creates cfg's bucket on the servers at urls, or uses the one
+// there.
+func createBucket(ctx context.Context, urls []string, cfg natsstore.Config, log *slog.Logger) error {
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Name("aster-shards-orchestrator"))
+	if err != nil {
+		return fmt.Errorf("connecting to NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	switch err := natsstore.CreateBucket(ctx, js, cfg); {
+	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+		log.Info("using the existing bucket", "bucket", cfg.Bucket)
+	case err != nil:
+		return fmt.Errorf("creating the bucket %q: %w", cfg.Bucket, err)
+	default:
+		log.Info("bucket created", "bucket", cfg.Bucket, "replicas", max(cfg.Replicas, 1))
+	}
+	return nil
 }
