@@ -4,7 +4,8 @@
 // panic (one-for-all), temporary and transient children, snapshots of the
 // tree while it heals and once it has healed, and finally a tree that
 // cannot heal exceeding its restart intensity and escalating. It exits by
-// itself in about two seconds.
+// itself in about two seconds, with a verdict: PASS when every tree did
+// what its strategy promises, FAIL (exit status 1) naming what did not.
 //
 //	go run ./examples/tree
 package main
@@ -15,8 +16,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,10 +34,117 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	noColor := os.Getenv("NO_COLOR") != "" || !isTerminal(os.Stdout)
-	if _, err := run(ctx, os.Stdout, noColor); err != nil {
+	res, err := run(ctx, os.Stdout, noColor)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tree:", err)
 		os.Exit(1)
 	}
+	problems := check(res)
+	fmt.Fprintln(os.Stdout, "\n"+verdict(problems))
+	if len(problems) > 0 {
+		os.Exit(1)
+	}
+}
+
+// verdict is the example's last line: PASS with what it checked, or FAIL
+// with what went wrong.
+func verdict(problems []string) string {
+	if len(problems) > 0 {
+		return "verdict: FAIL: " + strings.Join(problems, "; ")
+	}
+	return "verdict: PASS: payments restarted 3 times after 100, 200 and 400 ms, shipper with it (rest-for-one); " +
+		"both caches restarted after the panic (one-for-all); source, config, warmup and migrate never restarted; " +
+		"every permanent child runs again; the tree that cannot heal escalated after 2 restarts"
+}
+
+// check compares what a run observed with what the trees promise, and
+// returns what differs.
+func check(res *result) []string {
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	// payments: three failures, backoff doubling from 100 ms (no jitter).
+	var delays []time.Duration
+	restarts := map[string]int{}
+	for _, ev := range res.Events {
+		switch e := ev.(type) {
+		case supervision.BackoffScheduled:
+			if e.Child == "payments" {
+				delays = append(delays, e.Delay)
+			}
+		case supervision.ChildRestarted:
+			restarts[e.Supervisor+"/"+e.Child]++
+		}
+	}
+	if want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}; !slices.Equal(delays, want) {
+		fail("payments' backoff delays %v, want %v", delays, want)
+	}
+	want := map[string]int{
+		"shop/orders/payments": 3, "shop/orders/shipper": 3, // rest-for-one: shipper follows payments
+		"shop/caches/users": 1, "shop/caches/products": 1, // one-for-all
+	}
+	if !maps.Equal(restarts, want) {
+		fail("restarts %v, want %v (source, config, warmup and migrate never restart)", restarts, want)
+	}
+
+	// While healing: payments and shipper wait for the same restart.
+	p, sh := find(res.Healing, "orders", "payments"), find(res.Healing, "orders", "shipper")
+	switch {
+	case p == nil || sh == nil:
+		fail("while healing: payments or shipper missing from the tree")
+	case p.State != supervision.StateBackoff || sh.State != supervision.StateBackoff || !p.NextRestart.Equal(sh.NextRestart):
+		fail("while healing: payments %v (next %v) and shipper %v (next %v) do not wait for the same restart",
+			p.State, p.NextRestart, sh.State, sh.NextRestart)
+	}
+	if src := find(res.Healing, "orders", "source"); src == nil || src.State != supervision.StateRunning {
+		fail("while healing: source does not run on (rest-for-one restarts only the children after payments)")
+	}
+
+	// Healed: every permanent child runs; the temporary one is gone; the
+	// transient one finished normally and stays stopped.
+	for _, path := range [][]string{{"config"}, {"orders", "source"}, {"orders", "payments"}, {"orders", "shipper"},
+		{"caches", "users"}, {"caches", "products"}} {
+		if c := find(res.Healed, path...); c == nil || c.State != supervision.StateRunning {
+			fail("healed: %s does not run", strings.Join(path, "/"))
+		}
+	}
+	if pay := find(res.Healed, "orders", "payments"); pay != nil && (pay.Restarts != 3 || pay.Incarnation != 4) {
+		fail("healed: payments has %d restarts and incarnation %d, want 3 and 4", pay.Restarts, pay.Incarnation)
+	}
+	if find(res.Healed, "warmup") != nil {
+		fail("healed: the temporary child warmup is still in the tree")
+	}
+	if m := find(res.Healed, "migrate"); m == nil || m.State != supervision.StateStopped || m.Restarts != 0 {
+		fail("healed: the transient child migrate is not stopped without restarts")
+	}
+
+	// The doomed tree escalates.
+	var ie *supervision.IntensityError
+	switch {
+	case !errors.As(res.Doomed, &ie):
+		fail("the doomed tree returned %v, not an intensity error", res.Doomed)
+	case ie.Child != "broken" || ie.Intensity != 2:
+		fail("the doomed tree escalated for %q at intensity %d, want broken at 2", ie.Child, ie.Intensity)
+	}
+	return problems
+}
+
+// find returns the child at path (names below the root) in s, or nil.
+func find(s supervision.Snapshot, path ...string) *supervision.Snapshot {
+	cur := &s
+	for _, name := range path {
+		var next *supervision.Snapshot
+		for i := range cur.Children {
+			if cur.Children[i].Name == name {
+				next = &cur.Children[i]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		cur = next
+	}
+	return cur
 }
 
 // result is what a run observed, for the test.
