@@ -135,7 +135,7 @@ func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) er
 		g, err := locker.Acquire(ctx, resource)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return storeStopped(nil, store)
 			}
 			return err
 		}
@@ -163,7 +163,7 @@ func runContender(ctx context.Context, cfg contenderConfig, log *slog.Logger) er
 			log.Warn("release failed; the lock expires by its TTL", "token", token, tint.Err(err))
 		}
 		if sleep(ctx, 2*cfg.step) != nil { // give the others a turn
-			return nil
+			return storeStopped(nil, store)
 		}
 	}
 }
@@ -190,6 +190,20 @@ func work(ctx context.Context, hub *hubClient, log *slog.Logger, tenure lease.Te
 			return
 		}
 	}
+}
+
+// storeStopped returns err, or, when err is nil but the store had stopped
+// (its bucket deleted, say), the store's error: a process whose store
+// stopped exits non-zero even on SIGTERM, so that whatever runs it sees a
+// failure and not a clean stop.
+func storeStopped(err error, store interface{ Err() error }) error {
+	if err != nil {
+		return err
+	}
+	if serr := store.Err(); serr != nil {
+		return fmt.Errorf("the lease store had stopped: %w", serr)
+	}
+	return nil
 }
 
 // written describes an accepted write sent at sent whose answer arrived at

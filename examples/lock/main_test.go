@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -103,4 +104,21 @@ func TestBadReplicas(t *testing.T) {
 		assert.Contains(t, stderr.String(), c.want, "%v", c.args)
 		assert.Empty(t, stdout.String(), "%v: nothing started", c.args)
 	}
+}
+
+// stopped is a store whose Err is err.
+type stopped struct{ err error }
+
+func (s stopped) Err() error { return s.err }
+
+// TestStoreStopped: a contender whose store had stopped fails, even when it
+// was stopped cleanly by SIGTERM.
+func TestStoreStopped(t *testing.T) {
+	gone := errors.New(`natsstore: bucket "aster_lock_example" deleted`)
+	assert.NoError(t, storeStopped(nil, stopped{}))
+	err := storeStopped(nil, stopped{gone})
+	require.ErrorIs(t, err, gone)
+	assert.Contains(t, err.Error(), "the lease store had stopped: ")
+	own := errors.New("acquire failed")
+	assert.Equal(t, own, storeStopped(own, stopped{gone}))
 }

@@ -149,7 +149,21 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 	log.Info("instance up; competing for the lease", "owner", owner, "pid", os.Getpid(), "lease", cfg.leaseID)
 	err = sup.Run(ctx)
 	log.Info("instance stopped")
-	return err
+	return storeStopped(err, store)
+}
+
+// storeStopped returns err, or, when err is nil but the store had stopped
+// (its bucket deleted, say), the store's error: a process whose store
+// stopped exits non-zero even on SIGTERM, so that whatever runs it sees a
+// failure and not a clean stop.
+func storeStopped(err error, store interface{ Err() error }) error {
+	if err != nil {
+		return err
+	}
+	if serr := store.Err(); serr != nil {
+		return fmt.Errorf("the lease store had stopped: %w", serr)
+	}
+	return nil
 }
 
 // dispatcher is the outbox dispatcher: while its instance leads, it marks

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -142,4 +143,22 @@ func TestREADMESample(t *testing.T) {
 			assert.NotContains(t, line, "?", "the demo measures when the lease was free: %q", line)
 		}
 	}
+}
+
+// stopped is a store whose Err is err.
+type stopped struct{ err error }
+
+func (s stopped) Err() error { return s.err }
+
+// TestStoreStopped: an instance whose store had stopped fails, even when
+// its supervisor stopped cleanly on SIGTERM; one whose store works does
+// not, and the supervisor's own error comes first.
+func TestStoreStopped(t *testing.T) {
+	gone := errors.New(`natsstore: bucket "aster_demo" deleted`)
+	assert.NoError(t, storeStopped(nil, stopped{}))
+	err := storeStopped(nil, stopped{gone})
+	require.ErrorIs(t, err, gone)
+	assert.EqualError(t, err, `the lease store had stopped: natsstore: bucket "aster_demo" deleted`)
+	own := errors.New("supervisor failed")
+	assert.Equal(t, own, storeStopped(own, stopped{gone}))
 }
