@@ -189,9 +189,10 @@ func (d *orchestrator) script(ctx context.Context) error {
 		return err
 	}
 
-	// 1. Crash: the lease expires at the server, a standby takes over.
+	// 1. Crash: the lease's TTL runs out since its last renewal, and a
+	// standby that saw its revision unchanged for that long takes over.
 	leader, token := rec.leader()
-	d.step("crash: SIGKILL the leader; a standby takes over when its lease expires at the server (at most one TTL)",
+	d.step("crash: SIGKILL the leader; a standby takes over once the lease has gone a TTL without renewal (at most one TTL)",
 		"leader", leader, "token", token, "ttl", o.ttl)
 	if err := d.signal(leader, actKill); err != nil {
 		return err

@@ -85,8 +85,8 @@ behind one lease (actors.LeaseSupervisor over natsstore): only the leader
 dispatches, and every write carries its fencing token through a lease.Fence.
 
 Then the demo
-  1. kills the leader with SIGKILL: a standby takes over when the lease
-     expires at the server, within one TTL;
+  1. kills the leader with SIGKILL: a standby takes over once the lease has
+     gone a TTL without renewal, within one TTL of the kill;
   2. freezes the next leader with SIGSTOP past its TTL, and a standby takes
      over; thawed with SIGCONT, the frozen instance sends the write it had
      prepared, with its old token, and the fence rejects it;

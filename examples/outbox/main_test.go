@@ -78,8 +78,8 @@ func runDemo(t *testing.T, o options, out *demo.Buffer) *summary {
 		took := between(h.Trigger, h.Acquired)
 		switch h.Kind {
 		case "crash", "pause":
-			// The lease expires at the server one TTL after the last
-			// renewal, which was at most TTL/2 before the signal.
+			// A standby takes the lease over one TTL after the last
+			// renewal it saw, which was at most TTL/2 before the signal.
 			assert.Greater(t, took, o.ttl/3, "%s handover", h.Kind)
 			assert.Less(t, took, o.ttl+time.Second, "%s handover", h.Kind)
 		case "graceful":
