@@ -136,7 +136,28 @@ func (c SupervisorConfig) Validate() error {
 
 // fatalStoreError reports errors that retrying an acquisition cannot fix.
 func fatalStoreError(err error) bool {
-	return errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrClosed)
+	return errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrClosed) || errors.Is(err, ErrStoreStopped)
+}
+
+// stoppedStore is what a store that can stop for good tells of it
+// (natsstore.Store): the error it stopped with, nil while it works.
+type stoppedStore interface {
+	Err() error
+}
+
+// storeStopped returns err wrapped in ErrStoreStopped when it says that
+// store stopped for good: err matches lease.ErrStoreConfig and the store's
+// Err reports a stop. Otherwise it returns err. An ErrStoreConfig from a
+// store that does not say it stopped may be fixed by an operator: it is
+// retried.
+func storeStopped(store lease.Store, err error) error {
+	if err == nil || errors.Is(err, ErrStoreStopped) || !errors.Is(err, lease.ErrStoreConfig) {
+		return err
+	}
+	if s, ok := store.(stoppedStore); ok && s.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrStoreStopped, err)
+	}
+	return err
 }
 
 // tooManyRestarts is the error a supervisor escalates.

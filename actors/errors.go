@@ -39,4 +39,14 @@ var (
 	// ErrNoTerm is returned by TokenFrom for a context that does not belong
 	// to a workload of a LeaseSupervisor.
 	ErrNoTerm = errors.New("actors: the context belongs to no lease term")
+
+	// ErrStoreStopped reports a lease store that stopped for good: it
+	// answered an error matching lease.ErrStoreConfig, and its Err method
+	// reports why it stopped (a natsstore.Store whose bucket was deleted,
+	// re-created or edited, or whose server lost acknowledged writes). No
+	// retry can succeed until the process opens the store again, so a
+	// LeaseSupervisor escalates it at once, from standby or from a term,
+	// wrapping the store's error, and Run returns it: let the process exit
+	// and its supervisor (or Kubernetes) restart it once the cause is fixed.
+	ErrStoreStopped = errors.New("actors: the lease store stopped for good")
 )

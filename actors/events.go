@@ -53,7 +53,7 @@ type Standby struct {
 // AcquisitionFailed: an acquisition attempt failed; the standby tries again
 // in RetryIn (a backoff that grows while the cause is a corrupt key or a
 // misconfigured store), unless the error cannot be fixed by retrying
-// (lease.ErrInvalid, lease.ErrClosed), when it escalates.
+// (lease.ErrInvalid, lease.ErrClosed, ErrStoreStopped), when it escalates.
 type AcquisitionFailed struct {
 	Subject
 	Err     error
@@ -148,8 +148,8 @@ type Restarting struct {
 
 // GaveUp: more restarts within the RestartPolicy's period than it allows,
 // or a store error that retrying cannot fix (lease.ErrInvalid,
-// lease.ErrClosed): the supervisor hands the failure to its parent (Run
-// returns it).
+// lease.ErrClosed, ErrStoreStopped): the supervisor hands the failure to
+// its parent (Run returns it).
 type GaveUp struct {
 	Subject
 	Restarts int

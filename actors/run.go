@@ -24,7 +24,9 @@ import (
 // It returns nil after a clean shutdown. It returns early, after the same
 // shutdown, with the escalated error when the supervisor gives up: one
 // matching ErrTooManyRestarts, or a store error that retrying cannot fix
-// (lease.ErrInvalid, lease.ErrClosed). An error matching ErrWorkloadStuck
+// (lease.ErrInvalid, lease.ErrClosed, or ErrStoreStopped wrapping the
+// error of a store that stopped for good: exit, and let the process be
+// restarted). An error matching ErrWorkloadStuck
 // says that a workload of one of its terms still runs when Run returns: a
 // function workload that ignores its context is the one thing Run cannot
 // stop. A workload that stopped late, but before Run returned, is not an

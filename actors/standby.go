@@ -49,6 +49,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	a, err := cfg.Store.Acquire(ctx, lease.Claim{LeaseID: cfg.Lease.LeaseID, OwnerID: cfg.Lease.OwnerID,
 		Term: s.claimTerm, TTL: cfg.Lease.EffectiveTTL(), Meta: cfg.Meta})
 	cancel()
+	err = storeStopped(cfg.Store, err)
 	switch {
 	case err != nil:
 		s.s.metrics.attempted(time.Since(sent), "failed")

@@ -100,7 +100,8 @@ func NewLeaseSupervisor(cfg SupervisorConfig) (*LeaseSupervisor, error) {
 // own children (the Watchdog and the Workload): a failing child is
 // stopped, which ends the term. It escalates ErrTooManyRestarts, and
 // store errors that retrying cannot fix (lease.ErrInvalid,
-// lease.ErrClosed), to its parent with EscalateFailure, never by panicking.
+// lease.ErrClosed, ErrStoreStopped), to its parent with EscalateFailure,
+// never by panicking.
 //
 // Spawn it once: a LeaseSupervisor is one candidate. Two actors spawned from
 // it compete like two instances (each term has an identity of its own), but

@@ -273,6 +273,11 @@ func (s *supervisor) next(c actor.Context, t *term, err error) {
 		if t.end == endFailed {
 			cause = fmt.Errorf("%w: %w", ErrWorkloadExited, t.cause)
 		}
+		if stopped := storeStopped(s.s.cfg.Store, cause); t.end == endLost && errors.Is(stopped, ErrStoreStopped) {
+			s.failed(stopped)
+			s.escalate(c, stopped) // no restart can help
+			break
+		}
 		s.restart(c, cause)
 	case endStepDown:
 		s.holdOff = time.Now().Add(s.s.retryDelay())
