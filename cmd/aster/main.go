@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "aster %s: %v (aster help %s lists its flags)\n", cmd.name, err, cmd.name)
 		return 2
 	case len(pos) < cmd.min || len(pos) > cmd.max:
-		fmt.Fprintf(stderr, "aster %s: expected %s\nusage: aster %s [flags] %s\n", cmd.name, argsWanted(cmd), cmd.name, cmd.args)
+		fmt.Fprintf(stderr, "aster %s: expected %s\nusage: %s\n", cmd.name, argsWanted(cmd), usageLine(cmd))
 		return 2
 	}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
@@ -186,6 +186,11 @@ func find(name string) *command {
 	return nil
 }
 
+// usageLine is how cmd is called.
+func usageLine(cmd *command) string {
+	return strings.TrimSpace("aster " + cmd.name + " [flags] " + cmd.args)
+}
+
 func argsWanted(cmd *command) string {
 	switch {
 	case cmd.max == 0 || cmd.args == "":
@@ -209,7 +214,7 @@ func (c *cli) flagSet(cmd *command) *flag.FlagSet {
 	}
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "usage: aster %s [flags] %s\n\n%s.\n\nflags:\n", cmd.name, cmd.args, upperFirst(cmd.summary))
+		fmt.Fprintf(w, "usage: %s\n\n%s.\n\nflags:\n", usageLine(cmd), upperFirst(cmd.summary))
 		printFlags(w, fs)
 	}
 	return fs

@@ -54,7 +54,7 @@ func TestUsage(t *testing.T) {
 
 	r = aster(t, nil, "leases", "-h")
 	assert.Equal(t, 0, r.code)
-	assert.Contains(t, r.stdout, "usage: aster leases [flags] \n")
+	assert.Contains(t, r.stdout, "usage: aster leases [flags]\n")
 	assert.Contains(t, r.stdout, "  --bucket bucket", "every command that reads a bucket names it with --bucket")
 
 	r = aster(t, nil, "frobnicate")

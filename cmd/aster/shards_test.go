@@ -374,3 +374,21 @@ func TestNoMembersIsNotBalanced(t *testing.T) {
 		assert.Zero(t, f.MemberCount)
 	}
 }
+
+// TestShardsWatchAnEmptyFleet: --watch on a fleet with no lease yet says
+// so on stderr, and goes on to show its first lease.
+func TestShardsWatchAnEmptyFleet(t *testing.T) {
+	srv := natstest.Start(t)
+	s := store(t, srv.ClientURL(), natsstore.DefaultBucket)
+	out, errOut := newLines(), newLines()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(t.Context(), []string{"shards", "billing", "--watch", "--count", "1", "--server", srv.ClientURL()},
+			func(string) string { return "" }, out, errOut)
+	}()
+	assert.Equal(t, `aster shards: no leases of fleet "billing" in bucket "aster_leases" (is the prefix, the bucket or `+
+		`the account right?); watching for its first lease`, errOut.next(t))
+	take(t, s, shard.MemberKey("billing", "pod-a"), "pod-a", nil)
+	assert.Contains(t, out.next(t), "billing.members.pod-a  held by pod-a")
+	assert.Equal(t, 0, <-done)
+}
