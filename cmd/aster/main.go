@@ -29,8 +29,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -215,7 +217,11 @@ func (c *cli) flagSet(cmd *command) *flag.FlagSet {
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "usage: %s\n\n%s.\n\nflags:\n", usageLine(cmd), upperFirst(cmd.summary))
-		printFlags(w, fs)
+		var hide map[string]bool
+		if cmd.noConn { // refused, not shown
+			hide = connFlagNames()
+		}
+		printFlags(w, fs, hide)
 	}
 	return fs
 }
@@ -230,15 +236,8 @@ func bucketFlag(fs *flag.FlagSet, c *cli) {
 // (on the command line; the environment is not a request), for a command
 // that connects to nothing.
 func refuseConnFlags(set map[string]bool) error {
-	probe := flag.NewFlagSet("", flag.ContinueOnError)
-	var f connFlags
-	f.register(probe)
-	var names []string
-	probe.VisitAll(func(fl *flag.Flag) {
-		if set[fl.Name] {
-			names = append(names, fl.Name)
-		}
-	})
+	names := slices.Sorted(maps.Keys(connFlagNames()))
+	names = slices.DeleteFunc(names, func(name string) bool { return !set[name] })
 	if len(names) == 0 {
 		return nil
 	}
@@ -247,11 +246,21 @@ func refuseConnFlags(set map[string]bool) error {
 		"nats-server with a configuration file)", names[0])}
 }
 
+// connFlagNames returns the names of the connection flags.
+func connFlagNames() map[string]bool {
+	probe := flag.NewFlagSet("", flag.ContinueOnError)
+	var f connFlags
+	f.register(probe)
+	names := map[string]bool{}
+	probe.VisitAll(func(fl *flag.Flag) { names[fl.Name] = true })
+	return names
+}
+
 // printFlags prints fs's flags as the nats CLI shows them: --name, with -s
 // as the short form of --server.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
+func printFlags(w io.Writer, fs *flag.FlagSet, hide map[string]bool) {
 	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "s" {
+		if f.Name == "s" || hide[f.Name] {
 			return
 		}
 		name, use := flag.UnquoteUsage(f)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -170,4 +171,13 @@ func TestDevRefusesConnectionFlags(t *testing.T) {
 	}
 	r := aster(t, nil, "dev", "--user", "a", "--password", "b")
 	assert.Contains(t, r.stderr, "aster dev: --password: ", "the first flag set, in order of name")
+
+	// Its help lists its own flags, not those it refuses.
+	r = aster(t, nil, "help", "dev")
+	require.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "  --port port")
+	assert.Contains(t, r.stdout, "  --json")
+	for _, refused := range []string{"--server", "--user", "--password", "--token", "--creds", "--tlsca", "--timeout"} {
+		assert.NotContains(t, r.stdout, refused)
+	}
 }
