@@ -194,7 +194,8 @@ func (a *hostActor) Receive(c actor.Context) {
 
 // HandleFailure implements actor.SupervisorStrategy for the Host's
 // children: a lease supervisor that escalates (it gave up) is stopped, and
-// its shard quarantined.
+// its shard quarantined; one that escalates because the store stopped for
+// good, or was closed, ends Run instead (see storeGone).
 func (a *hostActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
 	_ *actor.RestartStatistics, reason, _ any) {
 	err, ok := reason.(error)
@@ -202,11 +203,17 @@ func (a *hostActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 		err = fmt.Errorf("%v", reason)
 	}
 	if l := a.byPID[child.Id]; l != nil && l.phase == phaseRunning {
-		until := time.Now().Add(a.h.cfg.quarantine())
 		name := l.shard
 		if name == "" {
 			name = MemberKey(a.h.cfg.Prefix, a.owner)
 		}
+		if storeGone(err) {
+			l.phase = phaseStopping
+			a.fail(fmt.Errorf("shard: %s: %w", name, err))
+			sup.StopChildren(child)
+			return
+		}
+		until := time.Now().Add(a.h.cfg.quarantine())
 		a.quarantined[l.shard] = until
 		a.failed(fmt.Errorf("shard %s: %w", name, err))
 		a.logAttrs(slog.LevelError, "a lease supervisor gave up; quarantined", slog.String("shard", l.shard),
@@ -606,6 +613,25 @@ func (a *hostActor) stopTimers() {
 		if t != nil {
 			t.Stop()
 		}
+	}
+}
+
+// storeGone reports whether err says that the store can never answer
+// again: it stopped for good (actors.ErrStoreStopped) or was closed. No
+// quarantine or retry can help; Run ends, so that the process exits and is
+// restarted.
+func storeGone(err error) bool {
+	return errors.Is(err, actors.ErrStoreStopped) || errors.Is(err, lease.ErrClosed)
+}
+
+// fail ends Run with err, once: the first such error is the one reported.
+func (a *hostActor) fail(err error) {
+	a.failed(err)
+	a.logAttrs(slog.LevelError, "the store can never answer again; leaving the fleet and ending Run",
+		slog.Any("error", err))
+	select {
+	case a.fatal <- err:
+	default:
 	}
 }
 

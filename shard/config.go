@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -134,6 +135,22 @@ func (c Config) directory() Directory {
 	}
 	d, _ := c.Store.(Directory)
 	return d
+}
+
+// storeStopped returns err wrapped in actors.ErrStoreStopped when it says
+// that the store stopped for good, as a LeaseSupervisor judges it: err
+// matches lease.ErrStoreConfig, and the Store's (or the Directory's) Err
+// method reports a stop. Otherwise it returns err.
+func (c Config) storeStopped(err error) error {
+	if err == nil || errors.Is(err, actors.ErrStoreStopped) || !errors.Is(err, lease.ErrStoreConfig) {
+		return err
+	}
+	for _, s := range []any{c.Store, c.Directory} {
+		if s, ok := s.(interface{ Err() error }); ok && s.Err() != nil {
+			return fmt.Errorf("%w: %w", actors.ErrStoreStopped, err)
+		}
+	}
+	return err
 }
 
 func (c Config) quarantine() time.Duration {

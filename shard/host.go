@@ -76,9 +76,14 @@ func NewHost(cfg Config) (*Host, error) {
 //
 // It returns nil after a clean shutdown. An error matching
 // ErrHandoverFailed reports shards that were not handed over cleanly (their
-// leases expire at the store); one matching lease.ErrInvalid or
-// lease.ErrClosed says that the store refused the fleet's watch, and Run
-// gave up. A second Run while one is under way returns ErrAlreadyRunning.
+// leases expire at the store); one matching lease.ErrInvalid says that the
+// store refused the fleet's watch, and Run gave up. One matching
+// actors.ErrStoreStopped (wrapping the store's error) or lease.ErrClosed
+// says that the store stopped for good or was closed, as a shard's or the
+// membership's lease supervisor, or the fleet's watch, found: no retry can
+// help, so Run leaves the fleet and returns it; exit, and let the process
+// be restarted. A second Run while one is under way returns
+// ErrAlreadyRunning.
 func (h *Host) Run(ctx context.Context) error {
 	if !h.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning

@@ -57,13 +57,8 @@ func (a *hostActor) watchEnded(msg dirEnded) {
 		return
 	}
 	a.watchCancel = nil
-	if msg.err != nil && (errors.Is(msg.err, lease.ErrInvalid) || errors.Is(msg.err, lease.ErrClosed)) {
-		a.failed(msg.err)
-		a.logAttrs(slog.LevelError, "the store refuses the fleet's watch", slog.Any("error", msg.err))
-		select {
-		case a.fatal <- fmt.Errorf("shard: watching the fleet: %w", msg.err):
-		default:
-		}
+	if err := a.h.cfg.storeStopped(msg.err); err != nil && (errors.Is(err, lease.ErrInvalid) || storeGone(err)) {
+		a.fail(fmt.Errorf("shard: the store refuses the fleet's watch: %w", err))
 		return
 	}
 	if msg.err != nil {
