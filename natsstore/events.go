@@ -42,6 +42,27 @@ type CorruptKey struct {
 	Reason   string
 }
 
+// SessionEnded reports that the store ended a session to take a lease held
+// under it: it judged the session ended (its key unchanged for its TTL,
+// vanished, or released) and wrote a release marker over the session's key
+// at the revision it judged, which its holder, were it alive, would have
+// written over. The holder's next renewal reports lease.ErrLost.
+type SessionEnded struct {
+	Bucket   string
+	Session  string // the session's key
+	Owner    string // the session's owner, as the lease under it names it
+	Term     string // the session's term
+	Revision uint64 // the release marker's revision
+	Lease    string // the lease taken under it
+}
+
+func (SessionEnded) isEvent() {}
+
+func (e SessionEnded) String() string {
+	return fmt.Sprintf("ended session %q (owner %s, term %s) in bucket %q at revision %d, to take lease %q held under it",
+		e.Session, e.Owner, e.Term, e.Bucket, e.Revision, e.Lease)
+}
+
 func (BucketCreated) isEvent()  {}
 func (ExpiryFallback) isEvent() {}
 func (CorruptKey) isEvent()     {}

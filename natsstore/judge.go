@@ -21,6 +21,9 @@ type verdict struct {
 	free   bool         // Acquire may write at rev
 	rev    uint64       // the revision to write at
 	holder lease.Holder // the holder, when not free; zero if unknown
+	// proof, when free, is a write over another key (a session's) that
+	// must land before Acquire writes at rev.
+	proof *sessionProof
 }
 
 // judge decides whether c may take the key whose last message is m (Sequence

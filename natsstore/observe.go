@@ -195,6 +195,18 @@ func (c *keyCache) interrupt(key string) {
 	}
 }
 
+// restart starts the observation of key's current revision again from
+// now: a write at that revision was refused, so an answer that shows it
+// again is old.
+func (c *keyCache) restart(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[key]; ok {
+		st.seen = c.now()
+		c.m[key] = st
+	}
+}
+
 // outage records that a request of the store went unanswered, or found the
 // bucket's stream without a leader, now: whatever kept it from the stream
 // may keep every holder from renewing, so the observation of every held

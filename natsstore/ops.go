@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,15 +93,15 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 	var readAt readMark              // when last was asked for
 	refused := false                 // the last write was refused: the key was not at expect
 	moved := false                   // a refused write was followed by a change of the key
-	sent := make([]uint64, 0, maxAttempts)
-	var before uint64 // the highest revision seen before the last write
+	sent := make([]sentWrite, 0, maxAttempts)
 	// mine returns the acquisition a write of this call that landed at m
 	// made, if m is one (see isWrite).
 	mine := func(m *jetstream.RawStreamMsg) (lease.Acquisition, bool, error) {
-		if !isWrite(m, rec, sent) {
+		w, ok := isWrite(m, rec, sent)
+		if !ok {
 			return lease.Acquisition{}, false, nil
 		}
-		if err := s.landed(c.LeaseID, m.Sequence, before); err != nil {
+		if err := s.landed(c.LeaseID, m.Sequence, w.before); err != nil {
 			return lease.Acquisition{}, true, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
 		}
 		r, _ := heldRecord(m)
@@ -112,8 +111,7 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 	for attempt := range maxAttempts {
 		if write {
 			rec.Nonce = rand.Uint64()
-			sent = append(sent, rec.Nonce)
-			before = s.top.Load()
+			sent = append(sent, sentWrite{nonce: rec.Nonce, before: s.top.Load()})
 			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, ttl)
 			switch outcome(ctx, err) {
 			case written:
@@ -186,6 +184,13 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 		}
 		if err != nil || !v.free {
 			return lease.Acquisition{Holder: v.holder}, err
+		}
+		if v.proof != nil {
+			// Free because its session ended: end the session with a write
+			// at the revision judged, or take nothing (an old answer).
+			if ok, err := s.proveSessionEnded(ctx, deadline, c, v.proof); err != nil || !ok {
+				return lease.Acquisition{Holder: v.holder}, err
+			}
 		}
 		if refused && v.rev == expect {
 			// Refused, yet unchanged: a write in flight (replicated streams
@@ -383,19 +388,18 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 		return rev
 	}
 	// mine takes a write of this call found at rev (see isWrite), sent
-	// when the highest revision seen was before.
-	mine := func(rev, before uint64) (uint64, error) {
-		if err := s.landed(l.ID, rev, before); err != nil {
+	// when the highest revision seen was w.before.
+	mine := func(rev uint64, w sentWrite) (uint64, error) {
+		if err := s.landed(l.ID, rev, w.before); err != nil {
 			return 0, s.failOp(ctx, deadline, what, err)
 		}
 		return done(rev), nil
 	}
 	moved := false // a refused write was followed by a change of the key
-	sent := make([]uint64, 0, maxAttempts)
+	sent := make([]sentWrite, 0, maxAttempts)
 	for attempt := range maxAttempts {
 		rec.Nonce = rand.Uint64()
-		sent = append(sent, rec.Nonce)
-		before := s.top.Load()
+		sent = append(sent, sentWrite{nonce: rec.Nonce, before: s.top.Load()})
 		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, ttl)
 		var m *jetstream.RawStreamMsg
 		switch outcome(ctx, err) {
@@ -405,8 +409,8 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return 0, s.failOp(ctx, deadline, what, err)
 			}
-			if isWrite(m, rec, sent) { // refused by a deposed leader, taken by the new one
-				return mine(m.Sequence, before)
+			if w, ok := isWrite(m, rec, sent); ok { // refused by a deposed leader, taken by the new one
+				return mine(m.Sequence, w)
 			}
 			if m.Sequence == expect {
 				if err := pause(ctx, attempt); err != nil {
@@ -420,8 +424,8 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 			if m, err = s.read(ctx, deadline, l.ID); err != nil {
 				return 0, s.failOp(ctx, deadline, what, worse(rerr, err))
 			}
-			if isWrite(m, rec, sent) {
-				return mine(m.Sequence, before)
+			if w, ok := isWrite(m, rec, sent); ok {
+				return mine(m.Sequence, w)
 			}
 			if m != nil && m.Sequence == expect {
 				return 0, s.failOp(ctx, deadline, what, fmt.Errorf("the %s did not land (yet): %w", opNoun(op), rerr))
@@ -437,9 +441,17 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 	return 0, gaveUp(what, moved, expect)
 }
 
-// isWrite reports whether m is a write of rec made by this call: the same
-// kind (a release is a delete marker) and term, and the nonce of one of the
-// call's attempts (sent).
+// sentWrite is one attempt of a call: the nonce of its write, and the
+// highest revision seen before it was sent, against which its revision is
+// checked (Store.landed) if it is found to have landed, whichever attempt
+// finds it.
+type sentWrite struct {
+	nonce, before uint64
+}
+
+// isWrite reports whether m is a write of rec made by this call, and which
+// of its attempts (sent) made it: the same kind (a release is a delete
+// marker) and term, and the attempt's nonce.
 //
 // It is asked after a write whose outcome is unknown, and after a write
 // refused as a conflict, which may have landed all the same: right after a
@@ -448,7 +460,7 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 // first answer winning. The old one refuses at once (it checks the
 // expected revision against its stale state); the new one commits (a
 // chaos run saw a release that had landed reported as "lost: released").
-func isWrite(m *jetstream.RawStreamMsg, rec record, sent []uint64) bool {
+func isWrite(m *jetstream.RawStreamMsg, rec record, sent []sentWrite) (sentWrite, bool) {
 	var r record
 	ok := false
 	switch {
@@ -459,7 +471,15 @@ func isWrite(m *jetstream.RawStreamMsg, rec record, sent []uint64) bool {
 		r, err = parseRecord(m.Data)
 		ok = err == nil && r.Kind == kindReleased
 	}
-	return ok && r.Term == rec.Term && slices.Contains(sent, r.Nonce)
+	if !ok || r.Term != rec.Term {
+		return sentWrite{}, false
+	}
+	for _, w := range sent {
+		if w.nonce == r.Nonce {
+			return w, true
+		}
+	}
+	return sentWrite{}, false
 }
 
 // opNoun names the write of op in messages.

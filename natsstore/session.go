@@ -3,6 +3,7 @@ package natsstore
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,25 +48,66 @@ func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.L
 }
 
 // judgeBound decides whether a key held under a session (st, rec) is free:
-// it is when that session has ended. It reads the session's key.
+// it is when that session has ended. It reads the session's key. A free
+// verdict that rests on the session key's state at a revision the session
+// could still write over carries the proof Acquire must write first
+// (sessionProof).
 func (s *Store) judgeBound(ctx context.Context, deadline time.Time, key string, st keyState, rec record) (verdict, error) {
 	s.keys.put(key, st)
 	m, err := s.read(ctx, deadline, rec.Session)
 	if err != nil {
 		return verdict{}, s.failOp(ctx, deadline, "acquire "+key+": read its session "+rec.Session, err)
 	}
-	ended, err := s.sessionEnded(ctx, deadline, rec.Session, rec.SessionTerm, orNotFound(m))
-	if err != nil || !ended {
+	end, err := s.sessionEnded(ctx, deadline, rec, st.rev, orNotFound(m))
+	if err != nil || !end.ended {
 		return verdict{holder: rec.holder(st.rev)}, err
 	}
 	s.log.Debug("natsstore: the session of a lease has ended; the lease is free", "lease", key,
-		"owner", rec.Owner, "term", rec.Term, "session", rec.Session, "revision", st.rev)
-	return verdict{free: true, rev: st.rev}, nil
+		"owner", rec.Owner, "term", rec.Term, "session", rec.Session, "revision", st.rev, "proof", end.proof != nil)
+	return verdict{free: true, rev: st.rev, proof: end.proof, holder: rec.holder(st.rev)}, nil
 }
 
-// sessionEnded reports whether the session id, whose key's last message is
-// m, is no longer held by term.
-func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, id, term string, m *jetstream.RawStreamMsg) (bool, error) {
+// The metadata of the release marker that ends a session (proveSessionEnded).
+const (
+	metaEndedBy  = "ended-by"  // the owner of the claim that ended it
+	metaEndedFor = "ended-for" // the lease that claim took
+)
+
+// sessionEnd is what sessionEnded decided.
+type sessionEnd struct {
+	ended bool
+	// proof, when not nil, is the write that must land before the lease is
+	// taken: the session ended by what a contender saw (a revision unchanged
+	// for its TTL, a key vanished for the bucket's maximum TTL, a marker
+	// older than the lease), which an old answer can show of a session that
+	// lives. It is nil when the session key moved past the lease's own
+	// revision to something the session's term can never write over.
+	proof *sessionProof
+}
+
+// sessionProof is a release marker to write over a session's key at rev:
+// it ends the session's term for good (its next renewal is refused) and
+// proves that the key was still at rev.
+type sessionProof struct {
+	key string
+	rev uint64 // 0: the subject is empty
+	rec record // a release record of the session's term
+}
+
+// sessionEnded reports whether the session of rec, a lease written at rev
+// under it, has ended, given m, the session key's last message.
+//
+// The session's term writes its key only at the revision it wrote last. So
+// a key that shows, at a revision after the lease's own, another term or a
+// marker proves that the term has ended for good, however old the answer:
+// no write is needed. Anything else (the term's own value unchanged for its
+// TTL, an empty or deleted key, a marker older than the lease, which a
+// stale answer can show of a session that took the key since) is proved by
+// a compare-and-swap over the session key at the revision read.
+func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, rec record, rev uint64, m *jetstream.RawStreamMsg) (sessionEnd, error) {
+	id, term := rec.Session, rec.SessionTerm
+	proof := &sessionProof{key: id, rev: m.Sequence,
+		rec: record{Kind: kindReleased, Owner: rec.Owner, Term: term}}
 	if m.Sequence == 0 {
 		// Empty: the marker of its release or expiry ran out, or a purge
 		// emptied it. Ended only if this store saw it end, or saw it held
@@ -73,27 +115,83 @@ func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, id, term s
 		// it vanished, and has ended once the bucket's maximum TTL passed.
 		prev, known := s.keys.get(id)
 		if known && (prev.free || !prev.gone && prev.rev != 0 && s.stale(prev)) {
-			return true, nil
+			return sessionEnd{ended: true, proof: proof}, nil
 		}
 		if s.keys.observe(id, keyState{gone: true}, s.maxTTL) {
-			return true, nil
+			return sessionEnd{ended: true, proof: proof}, nil
 		}
 		if s.keys.note(id, 0, notedVanished) {
 			s.vanished(id, prev.rev, true)
 		}
-		return false, nil
+		return sessionEnd{}, nil
 	}
-	switch kind, r, _ := s.classify(id, m); {
+	kind, r, _ := s.classify(id, m)
+	switch {
 	case kind == msgCorrupt:
-		// Never free, as a corrupt lease key is not; judge reports it.
+		return sessionEnd{}, nil // never free, as a corrupt lease key is not; judge reports it
 	case kind == msgHeld && r.Term != term:
-		return true, nil // the session ended, and another term took its key
+		// The session ended, and another term took its key: proved only
+		// after the lease was written, else the answer may predate the
+		// session's term.
+		return sessionEnd{ended: m.Sequence > rev}, nil
 	case kind == msgHeld && r.Session != "":
-		return false, nil // not a session: cannot tell; held (never judged in a loop)
+		return sessionEnd{}, nil // not a session: cannot tell; held (never judged in a loop)
+	case kind == msgHeld:
+		proof.rec.Owner, proof.rec.Token = r.Owner, r.token(m.Sequence)
 	}
 	v, err := s.judge(ctx, deadline, lease.Claim{LeaseID: id}, m)
 	if errors.Is(err, lease.ErrCorrupt) {
-		return false, nil
+		return sessionEnd{}, nil
 	}
-	return v.free, err
+	if err != nil || !v.free {
+		return sessionEnd{}, err
+	}
+	if kind == msgFree && m.Sequence > rev {
+		proof = nil // a marker after the lease: the term can never write again
+	}
+	return sessionEnd{ended: true, proof: proof}, nil
+}
+
+// proveSessionEnded writes p, the proof of a session's end a lease's take
+// rests on, and reports whether it landed: false when the session's key was
+// not at the revision read (an old answer; the session may live), after
+// which its observation starts again. A write whose outcome is unknown is
+// read back.
+func (s *Store) proveSessionEnded(ctx context.Context, deadline time.Time, c lease.Claim, p *sessionProof) (bool, error) {
+	lockKey := c.LeaseID
+	rec := p.rec
+	rec.Nonce = rand.Uint64()
+	rec.Meta = map[string]string{metaEndedBy: c.OwnerID, metaEndedFor: lockKey} // for operators; never its owner's release
+	what := "acquire " + lockKey + ": end its session " + p.key
+	sent := []sentWrite{{nonce: rec.Nonce, before: s.top.Load()}}
+	ack, err := s.publish(ctx, deadline, p.key, rec, p.rev, s.releaseTTL())
+	rev := uint64(0)
+	switch outcome(ctx, err) {
+	case written:
+		rev = ack.Sequence
+	case conflict:
+		s.keys.restart(p.key)
+		return false, nil
+	case unknown:
+		m, rerr := s.read(ctx, deadline, p.key)
+		if rerr != nil {
+			return false, s.failOp(ctx, deadline, what, worse(err, rerr))
+		}
+		w, ok := isWrite(m, rec, sent)
+		if !ok {
+			s.keys.restart(p.key)
+			return false, nil
+		}
+		if err := s.landed(p.key, m.Sequence, w.before); err != nil {
+			return false, s.failOp(ctx, deadline, what, err)
+		}
+		rev = m.Sequence
+	default:
+		return false, s.failOp(ctx, deadline, what, err)
+	}
+	s.keys.put(p.key, keyState{rev: rev, free: true})
+	ev := SessionEnded{Bucket: s.bucket, Session: p.key, Owner: rec.Owner, Term: rec.Term, Revision: rev, Lease: lockKey}
+	s.log.Info("natsstore: "+ev.String(), "lease", lockKey, "session", p.key)
+	s.emit(ev)
+	return true, nil
 }
