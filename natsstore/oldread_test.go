@@ -1,6 +1,7 @@
 package natsstore_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/lock"
 	"github.com/asterforge/aster/natsstore"
 )
 
@@ -129,5 +131,101 @@ func TestSessionLockIsNotTakenOnAStaleSessionRead(t *testing.T) {
 				clock.advance(ttl)
 			}
 		})
+	}
+}
+
+// lockers has a holder Locker take lock "job" under its session, and
+// returns a contender Locker over another store, with its own clock, and
+// the session's key.
+func lockers(t *testing.T) (gA *lock.Guard, contender *natsstore.Store, b *lock.Locker, clock *testClock, kv jetstream.KeyValue) {
+	t.Helper()
+	holder, contender, kv, _ := twoStores(t, natsstore.Config{MaxTTL: 2 * sessionTTL})
+	clock = newTestClock()
+	natsstore.SetClock(contender, clock.now)
+	newLocker := func(s *natsstore.Store, owner string) *lock.Locker {
+		l, err := lock.New(s, lock.Config{OwnerID: owner, Session: true, TTL: sessionTTL})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close(context.Background()) })
+		return l
+	}
+	a := newLocker(holder, "owner-a")
+	gA, err := a.Acquire(ctxT(t), "job")
+	require.NoError(t, err)
+	return gA, contender, newLocker(contender, "owner-b"), clock, kv
+}
+
+// sessionTTL is the session TTL of the Locker tests: the holder's watchdog
+// renews every second.
+const sessionTTL = 2 * time.Second
+
+// renewed waits, in real time, until the session's key has moved past rev.
+func renewed(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) uint64 {
+	t.Helper()
+	var now uint64
+	require.Eventually(t, func() bool {
+		e, err := kv.Get(context.Background(), key)
+		if err == nil {
+			now = e.Revision()
+		}
+		return now > rev
+	}, 5*sessionTTL, 10*time.Millisecond, "the holder's watchdog did not renew its session")
+	return now
+}
+
+// checkLockers fails when both Lockers hold the lock.
+func checkLockers(t *testing.T, gA, gB *lock.Guard, err error) {
+	t.Helper()
+	if gB != nil {
+		tokB, _ := gB.Token()
+		_, errA := gA.Token()
+		require.Error(t, errA, "both guards hold the lock: the contender took it (token %d) on an old read of a live session", tokB)
+	}
+	require.ErrorIs(t, err, lock.ErrHeld)
+	_, errA := gA.Token()
+	require.NoError(t, errA)
+}
+
+func TestSessionLockIsNotTakenByALockerOnALateSessionRead(t *testing.T) {
+	t.Parallel()
+	gA, contender, b, clock, kv := lockers(t)
+	_, err := b.TryAcquire(ctxT(t), "job") // the contender's first sight of the session
+	require.ErrorIs(t, err, lock.ErrHeld)
+
+	var late sync.Once
+	natsstore.AnswerReads(contender, gA.Session(), func(m *jetstream.RawStreamMsg, err error) (*jetstream.RawStreamMsg, error) {
+		late.Do(func() { // answered now, seen after a renewal and 2.5 TTL
+			renewed(t, kv, gA.Session(), m.Sequence)
+			clock.advance(5 * sessionTTL / 2)
+		})
+		return m, err
+	})
+	gB, err := b.TryAcquire(ctxT(t), "job")
+	checkLockers(t, gA, gB, err)
+}
+
+func TestSessionLockIsNotTakenByALockerOnAStaleSessionRead(t *testing.T) {
+	t.Parallel()
+	gA, contender, b, clock, kv := lockers(t)
+	var mu sync.Mutex
+	var frozen *jetstream.RawStreamMsg // a deposed stream leader's state
+	natsstore.AnswerReads(contender, gA.Session(), func(m *jetstream.RawStreamMsg, err error) (*jetstream.RawStreamMsg, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if frozen == nil && err == nil {
+			frozen = m
+		}
+		if frozen != nil {
+			return frozen, nil
+		}
+		return m, err
+	})
+	_, err := b.TryAcquire(ctxT(t), "job")
+	require.ErrorIs(t, err, lock.ErrHeld)
+	rev := frozen.Sequence
+	for range 3 {
+		rev = renewed(t, kv, gA.Session(), rev)
+		clock.advance(2 * sessionTTL)
+		gB, err := b.TryAcquire(ctxT(t), "job")
+		checkLockers(t, gA, gB, err)
 	}
 }
