@@ -83,12 +83,14 @@ func assess(rep Report, grace time.Duration) []Problem {
 			}
 		}
 	}
-	// A store that stopped fails every lease on it until a restart, which
-	// its error says to do once the bucket or the server is fixed: not a
-	// liveness failure, which would restart the process before that.
+	// A store that stopped for good fails every lease on it until the
+	// process opens it again: only a restart does, and the supervisors and
+	// Hosts on it end their Run (actors.ErrStoreStopped). Let it crash: the
+	// process supervisor, or Kubernetes, restarts it, and keeps doing so
+	// with its backoff until the bucket or the server is fixed.
 	for _, st := range rep.Stores {
 		if st.Error != "" {
-			add(CheckReady, "store "+st.Name, "stopped: %s", st.Error)
+			add(CheckLive, "store "+st.Name, "stopped for good, a restart is needed: %s", st.Error)
 		}
 	}
 	for _, t := range rep.Trees {

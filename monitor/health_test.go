@@ -130,4 +130,17 @@ func TestHandler(t *testing.T) {
 	assert.Contains(t, body, `"stuck": 2`)
 	code, _ = get("/nothing")
 	assert.Equal(t, http.StatusNotFound, code)
+
+	// A store that stopped for good fails the liveness probe.
+	stopped := monitor.New(monitor.Config{Instance: "pod-b"})
+	s := &fakeStore{}
+	gone := errors.New(`natsstore: bucket "leases": bucket deleted: the bucket's stream is gone`)
+	s.err.Store(&gone)
+	stopped.AddStore("leases", s)
+	rec := httptest.NewRecorder()
+	stopped.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/livez", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	b, err := io.ReadAll(rec.Result().Body)
+	require.NoError(t, err)
+	assert.Equal(t, "pod-b: not live\n[live] store leases: stopped for good, a restart is needed: "+gone.Error()+"\n", string(b))
 }

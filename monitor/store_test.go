@@ -31,9 +31,12 @@ func (s *fakeStore) Err() error {
 	return nil
 }
 
-// A store that stopped makes the process not ready, never not live: its
-// error says to restart once the bucket or server is fixed.
-func TestStoppedStoreIsNotReady(t *testing.T) {
+// A store that stopped for good makes the process not live (and so not
+// ready): only a restart opens it again, and Run has returned or is
+// returning with its error (actors.ErrStoreStopped), so let the process
+// supervisor or Kubernetes restart the process rather than leave it not
+// ready until someone does by hand.
+func TestStoppedStoreIsNotLive(t *testing.T) {
 	reg := monitor.New(monitor.Config{Instance: "i1"})
 	s := &fakeStore{}
 	reg.AddStore("leases", s)
@@ -45,10 +48,10 @@ func TestStoppedStoreIsNotReady(t *testing.T) {
 	err := errors.New(`natsstore: bucket "leases" is unusable (deleted)`)
 	s.err.Store(&err)
 	rep = reg.Report()
-	assert.True(t, rep.Live)
+	assert.False(t, rep.Live)
 	assert.False(t, rep.Ready)
-	assert.Equal(t, []monitor.Problem{{Check: monitor.CheckReady, Subject: "store leases",
-		Reason: "stopped: " + err.Error()}}, rep.Problems)
+	assert.Equal(t, []monitor.Problem{{Check: monitor.CheckLive, Subject: "store leases",
+		Reason: "stopped for good, a restart is needed: " + err.Error()}}, rep.Problems)
 	assert.Equal(t, err.Error(), rep.Stores[0].Error)
 }
 
