@@ -31,7 +31,9 @@ type Assignment struct {
 // Directory's current state, updated by its changes; in order when a lease
 // has several). Free leases count as absent, leases of other fleets are
 // ignored. It is what every member computes from the same events (a
-// member also counts itself while it joins or drains).
+// member also counts itself while it joins or drains, and leaves out, 250
+// ms after its first snapshot, a member seen only there that holds no
+// shard: see docs/sharding.md).
 func Assess(prefix string, shards []string, leases []lease.Event) Assignment {
 	shards = unique(shards)
 	v := newView(prefix, 0)
