@@ -23,14 +23,16 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	cd chaos && $(GO) vet ./... && $(GO) test -race -count=1 -p 1 -short ./...
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-## lint: gofmt, go vet and staticcheck (fetched at a pinned version), on both modules
+## lint: gofmt, go vet and staticcheck (fetched at a pinned version), on every module
 lint:
 	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | xargs gofmt -l); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 	cd chaos && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 ## cover: test coverage per package, and an HTML report in cover.html
 cover:
