@@ -10,7 +10,8 @@ import (
 )
 
 // lockLoop takes the lock (lock.Locker) again and again, runs the workload
-// under each guard, and releases it, until ctx is done.
+// under each guard, and releases it, until ctx is done. It waits for the
+// lock in Acquire, or with -try makes one TryAcquire every -standby.
 func (e *env) lockLoop(ctx context.Context, sup string) error {
 	o := e.o
 	cfg := lease.Config{TTL: o.ttl} // the lock's safety margin is the lease default, TTL/10
@@ -27,12 +28,16 @@ func (e *env) lockLoop(ctx context.Context, sup string) error {
 		_ = locker.Close(cctx)
 	}()
 	for ctx.Err() == nil {
-		g, err := locker.Acquire(ctx, o.leaseID)
+		take, pause := locker.Acquire, 10*time.Millisecond
+		if o.try {
+			take, pause = locker.TryAcquire, o.standby
+		}
+		g, err := take(ctx, o.leaseID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(pause)
 			continue
 		}
 		wctx, cancel := context.WithCancel(g.Context())

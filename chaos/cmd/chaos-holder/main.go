@@ -19,7 +19,8 @@
 //   - singleton: the workload serves requests (package singleton) with a
 //     handler, de-duplicated by request ID in the KV bucket -ids, that
 //     applies each request with one fenced write carrying its ID;
-//   - lock: lock.Locker guards, taken and released again and again;
+//   - lock: lock.Locker guards, taken and released again and again (with
+//     Acquire, or with -try by TryAcquire every -standby);
 //   - shard: a member of a sharded fleet (shard.Host) named by -lease, with
 //     -shards shards, whose workload for each shard it runs writes every
 //     -write-every under the shard's lease ID (shard.ShardKey).
@@ -58,7 +59,7 @@ type options struct {
 	ttl, renew, standby, writeEvery, hold, maxTTL, stubborn, shutdown   time.Duration
 	resignHold, isolation                                               time.Duration
 	candidates, replicas, shards                                        int
-	lateWrite, session                                                  bool
+	lateWrite, session, try                                             bool
 }
 
 func main() {
@@ -85,6 +86,7 @@ func main() {
 	flag.DurationVar(&o.resignHold, "resign-hold", time.Second, "how long a supervisor holds off after SIGUSR1")
 	flag.StringVar(&o.ids, "ids", "chaos_ids", "singleton mode: the KV bucket of request IDs")
 	flag.BoolVar(&o.session, "session", false, "with -mode lock: hold the lock under the Locker's session (lock.Config.Session)")
+	flag.BoolVar(&o.try, "try", false, "with -mode lock: take the lock with TryAcquire every -standby instead of waiting in Acquire")
 	flag.BoolVar(&o.lateWrite, "late-write", false, "a stubborn workload makes one unchecked write when it stops")
 	flag.DurationVar(&o.isolation, "isolation", 0, "natsstore.Config.IsolationTimeout (0: never, as for NewConn)")
 	flag.Parse()
