@@ -74,7 +74,7 @@ var takeoverSeq atomic.Int64
 func BenchmarkLockCrashTakeover(b *testing.B) {
 	srv := natstest.Start(b)
 	for _, tc := range []struct {
-		name                      string
+		name                     string
 		session, contendersUnder bool
 	}{
 		{"lease", false, false},

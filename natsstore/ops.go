@@ -50,7 +50,8 @@ const minTTL = time.Second
 // showed it), counted again from its next sighting after an Acquire of the
 // key failed or a request of the store went unanswered (an outage may have
 // kept the holder from renewing); Acquisition.ExpiresIn says when that
-// will be. A value this package cannot read is reported as a *CorruptError
+// will be (for a key held under a session, when its session's key will be
+// judged so). A value this package cannot read is reported as a *CorruptError
 // and never counts as free.
 //
 // Concurrent Acquires of one key by claims of different terms in one store
@@ -70,6 +71,10 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 	switch {
 	case err != nil:
 		s.keys.interrupt(c.LeaseID)
+	case !a.Acquired && a.Holder.Session != "":
+		// Held while its session is: free when the session's key is judged
+		// expired, which its own observation tells.
+		a.ExpiresIn = s.keys.expiresIn(a.Holder.Session)
 	case !a.Acquired:
 		a.ExpiresIn = s.keys.expiresIn(c.LeaseID)
 	}
