@@ -377,6 +377,7 @@ func (c *contender) attemptUnder(handover bool) (*Guard, lease.Holder, error) {
 	a, err := l.sessions.AcquireUnder(opCtx, lease.Claim{LeaseID: c.cfg.LeaseID, OwnerID: c.cfg.OwnerID, Term: c.term,
 		TTL: s.cfg.EffectiveTTL()}, s.hold.Lease())
 	cancel()
+	c.expiresIn = a.ExpiresIn
 	if err != nil {
 		return nil, lease.Holder{}, err
 	}
