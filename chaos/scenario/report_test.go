@@ -33,8 +33,9 @@ func writeReport(path string) error {
 		"server-kill", "net-drop", "net-blackhole", "net-delay-100ms", "net-delay-1500ms", "net-lost-responses",
 		"tamper-delete", "tamper-purge", "tamper-garbage", "clock-fast-10pct", "clock-slow-5pct", "clock-slow-9pct",
 		"graceful", "herd-100", "lock-kill-idle", "lock-pause-3x-ttl", "lock-graceful",
-		"lock-session", "dup-owner-kill", "dup-owner-graceful", "stuck-restart", "stuck-restart-alone", "stubborn-tree",
-		"stream-purge", "delete-mixed-ttl", "bucket-recreate", "bucket-max-age", "server-rollback",
+		"lock-session", "session-stale-leader", "dup-owner-kill", "dup-owner-graceful", "stuck-restart",
+		"stuck-restart-alone", "stubborn-tree",
+		"stream-purge", "delete-mixed-ttl", "bucket-recreate", "bucket-max-age", "server-rollback", "server-downgrade",
 		"singleton-kill", "singleton-pause", "singleton-graceful",
 		"shard-kill-rebalance", "shard-pause-3x-ttl", "shard-partition-3x-ttl"}
 	for _, f := range clusterFaults {
