@@ -40,7 +40,7 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 	$(GO) tool cover -html=cover.out -o cover.html
 
-## bench: benchmarks and failover measurements, and Aster's lock beside etcd (bench-peer) (about 40
+## bench: benchmarks and failover measurements, and Aster's lock beside etcd (bench-peer) (about 45
 ## minutes on 2 cores), summarised by benchstat and internal/benchreport into docs/benchmarks.md and its SVG figures
 BENCH_DIR   ?= tmp/bench
 BENCH_COUNT ?= 6
@@ -51,25 +51,26 @@ bench:
 	@rm -rf $(BENCH_DIR) && mkdir -p $(BENCH_DIR)/samples $(BENCH_DIR)/prof
 	@date -u +%FT%TZ > $(BENCH_DIR)/start; cat /proc/loadavg > $(BENCH_DIR)/load-before 2>/dev/null || true
 	@echo "bench: $$(nproc) cores, $$($(GO) env GOVERSION); raw output in $(BENCH_DIR)"
-	$(call bench_go,natsstore,[1/18] natsstore: Acquire/Renew/Release vs the raw KV write; overhead; renewals/s; watch,-bench='BenchmarkStoreVsRawKV|BenchmarkOverhead|BenchmarkRenewals|BenchmarkWatchRelease' -benchmem -count=$(BENCH_COUNT),./natsstore)
-	$(call bench_go,leasehold,[2/18] leasehold: watchdog footprint and renewal; Hold.Token,-bench='BenchmarkWatchdog|BenchmarkHoldToken' -benchmem -count=$(BENCH_COUNT),./internal/leasehold)
-	$(call bench_go,supervision,[3/18] supervision: supervised vs bare throughput; restart latency,-bench=. -benchmem -count=$(BENCH_COUNT),./supervision)
-	$(call bench_go,handover,[4/18] failover: graceful handover through the watch vs polling (about 3 min),-bench=BenchmarkHandover -benchtime=40x -count=$(BENCH_COUNT),./actors)
-	$(call bench_go,crash,[5/18] failover: crash takeover vs the TTL (about 3 min),-bench=BenchmarkCrashTakeover -benchtime=20x -count=$(BENCH_COUNT),./actors)
+	$(call bench_go,natsstore,[1/19] natsstore: Acquire/Renew/Release vs the raw KV write; overhead; renewals/s; watch,-bench='BenchmarkStoreVsRawKV|BenchmarkOverhead|BenchmarkRenewals|BenchmarkWatchRelease' -benchmem -count=$(BENCH_COUNT),./natsstore)
+	$(call bench_go,leasehold,[2/19] leasehold: watchdog footprint and renewal; Hold.Token,-bench='BenchmarkWatchdog|BenchmarkHoldToken' -benchmem -count=$(BENCH_COUNT),./internal/leasehold)
+	$(call bench_go,supervision,[3/19] supervision: supervised vs bare throughput; restart latency,-bench=. -benchmem -count=$(BENCH_COUNT),./supervision)
+	$(call bench_go,handover,[4/19] failover: graceful handover through the watch vs polling (about 3 min),-bench=BenchmarkHandover -benchtime=40x -count=$(BENCH_COUNT),./actors)
+	$(call bench_go,crash,[5/19] failover: crash takeover vs the TTL (about 3 min),-bench=BenchmarkCrashTakeover -benchtime=20x -count=$(BENCH_COUNT),./actors)
 	@echo "# Fewer runs for the lock scale benchmark: each of its four sub-benchmarks holds the locks for 12.5 s of real time after taking them (a run takes about 80 s); 1k and 30k locks only add points to the figure." >> $(BENCH_DIR)/commands.txt
-	$(call bench_go,lock-held,[6/18] lock: memory$(comma) renewal lag and CPU with 10k and 100k leases held (about 4 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
-	$(call bench_go,lock-held-more,[7/18] lock: renewal lag with 1k and 30k leases held (figure only; about 1 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=1,./lock,ASTER_LOCK_BENCH_LOCKS=1000$(comma)30000)
-	$(call bench_go,memstore,[8/18] leasetest: MemStore.Renew alone (the baseline of CPU per renewal),-bench=BenchmarkMemStoreRenew -benchmem -count=$(BENCH_COUNT),./lease/leasetest)
-	$(call bench_go,lock-nats,[9/18] lock on NATS: Acquire + Release vs two raw KV writes; lock.New; handover between 3 and 100 candidates,-bench='BenchmarkAcquireRelease|BenchmarkNew|BenchmarkLockHandover' -benchtime=2000x -count=$(BENCH_COUNT),./lock)
-	$(call bench_go,lock-nats-held,[10/18] lock on NATS: steady CPU with 10k locks (a lease each$(comma) and under a session) and 100k (session) (about 4 min),-bench=BenchmarkHeldLocksNATS -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
-	$(call bench_go,sync,[11/18] natsstore/embedded: acquire$(comma) renew and handover with sync_interval always vs the default (about 1 min),-bench=BenchmarkSync -benchtime=2000x -count=$(BENCH_COUNT),./natsstore/embedded)
-	$(call bench_go,observed,[12/18] natsstore: observed-expiry takeover after the last renewal (servers before 2.11; about 1 min),-bench=BenchmarkObservedTakeover -benchtime=10x -count=$(BENCH_COUNT_SLOW),./natsstore)
-	$(call bench_go,prefix,[13/18] natsstore: one prefix watch over 1$(comma)024 keys,-bench=BenchmarkWatchPrefix1024 -benchtime=20x -count=$(BENCH_COUNT),./natsstore)
-	$(call bench_go,singleton,[14/18] singleton: requests routed to the leader vs a plain NATS request,-bench='BenchmarkRequest$$' -benchtime=10000x -count=$(BENCH_COUNT),./singleton)
-	$(call bench_go,singleton-handover,[15/18] singleton: requests across 100 handovers (about 1 min),-bench=BenchmarkRequestHandover -benchtime=100x -count=$(BENCH_COUNT_SLOW),./singleton)
-	$(call bench_go,place,[16/18] shard: one placement of 1$(comma)024 shards over 8 members,-bench=BenchmarkPlace1024 -benchmem -count=$(BENCH_COUNT),./shard)
-	$(call bench_go,fleet,[17/18] shard: 1$(comma)024 shards on 8 members: steady CPU$(comma) join$(comma) drain and crash (about 3 min),-bench=BenchmarkFleet1024 -benchtime=3x -count=$(BENCH_COUNT_SLOW),./shard)
-	@$(MAKE) --no-print-directory bench-peer BENCH_DIR=$(BENCH_DIR) STEP='[18/18] '
+	$(call bench_go,lock-held,[6/19] lock: memory$(comma) renewal lag and CPU with 10k and 100k leases held (about 4 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
+	$(call bench_go,lock-held-more,[7/19] lock: renewal lag with 1k and 30k leases held (figure only; about 1 min),-bench=BenchmarkHeldLocks -benchtime=1x -count=1,./lock,ASTER_LOCK_BENCH_LOCKS=1000$(comma)30000)
+	$(call bench_go,memstore,[8/19] leasetest: MemStore.Renew alone (the baseline of CPU per renewal),-bench=BenchmarkMemStoreRenew -benchmem -count=$(BENCH_COUNT),./lease/leasetest)
+	$(call bench_go,lock-nats,[9/19] lock on NATS: Acquire + Release vs two raw KV writes; lock.New; handover between 3 and 100 candidates,-bench='BenchmarkAcquireRelease|BenchmarkNew|BenchmarkLockHandover' -benchtime=2000x -count=$(BENCH_COUNT),./lock)
+	$(call bench_go,lock-nats-held,[10/19] lock on NATS: steady CPU with 10k locks (a lease each$(comma) and under a session) and 100k (session) (about 4 min),-bench=BenchmarkHeldLocksNATS -benchtime=1x -count=$(BENCH_COUNT_SLOW),./lock)
+	$(call bench_go,lock-takeover,[11/19] lock on NATS: crash takeover of 4 locks (leases of their own$(comma) under a session) and graceful handover under sessions$(comma) TTL 2 s (about 5 min),-bench='BenchmarkLockCrashTakeover|BenchmarkSessionLockHandover' -benchtime=10x -count=$(BENCH_COUNT_SLOW),./lock)
+	$(call bench_go,sync,[12/19] natsstore/embedded: acquire$(comma) renew and handover with sync_interval always vs the default (about 1 min),-bench=BenchmarkSync -benchtime=2000x -count=$(BENCH_COUNT),./natsstore/embedded)
+	$(call bench_go,observed,[13/19] natsstore: observed-expiry takeover after the last renewal (servers before 2.11; about 1 min),-bench=BenchmarkObservedTakeover -benchtime=10x -count=$(BENCH_COUNT_SLOW),./natsstore)
+	$(call bench_go,prefix,[14/19] natsstore: one prefix watch over 1$(comma)024 keys,-bench=BenchmarkWatchPrefix1024 -benchtime=20x -count=$(BENCH_COUNT),./natsstore)
+	$(call bench_go,singleton,[15/19] singleton: requests routed to the leader vs a plain NATS request,-bench='BenchmarkRequest$$' -benchtime=10000x -count=$(BENCH_COUNT),./singleton)
+	$(call bench_go,singleton-handover,[16/19] singleton: requests across 100 handovers (about 1 min),-bench=BenchmarkRequestHandover -benchtime=100x -count=$(BENCH_COUNT_SLOW),./singleton)
+	$(call bench_go,place,[17/19] shard: one placement of 1$(comma)024 shards over 8 members,-bench=BenchmarkPlace1024 -benchmem -count=$(BENCH_COUNT),./shard)
+	$(call bench_go,fleet,[18/19] shard: 1$(comma)024 shards on 8 members: steady CPU$(comma) join$(comma) drain and crash (about 3 min),-bench=BenchmarkFleet1024 -benchtime=3x -count=$(BENCH_COUNT_SLOW),./shard)
+	@$(MAKE) --no-print-directory bench-peer BENCH_DIR=$(BENCH_DIR) STEP='[19/19] '
 	@echo "bench: $$(date +%T) profiles (one run each)"
 	$(call bench_prof,natsstore-acquire,-bench=BenchmarkStoreVsRawKV/acquire,./natsstore,-cum -focus='natsstore\.\(\*Store\)\.Acquire')
 	$(call bench_prof,natsstore-renew,-bench=BenchmarkStoreVsRawKV/renew,./natsstore,-cum -focus='natsstore\.\(\*Store\)\.Renew')

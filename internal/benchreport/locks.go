@@ -125,6 +125,7 @@ func (r *report) locks() {
 		}
 		r.goal(g)
 	}
+	r.lockTakeover()
 	r.locksSection()
 }
 
