@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -75,8 +76,8 @@ func (s *supervisor) lapse(t *term) bool {
 // are over: the caller acquires instead.
 func (s *supervisor) resume(c actor.Context) bool {
 	l, until := s.lapsed, s.lapsedUntil
-	sent := time.Now()
-	if !sent.Before(until) {
+	sent := leasehold.Now()
+	if !sent.At.Before(until) {
 		s.endLapse("the store did not answer for one TTL after the lease could have expired", l.Token)
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/internal/backoff"
+	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -44,7 +45,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	if s.lapsed.ID != "" && s.resume(c) {
 		return
 	}
-	sent := time.Now()
+	sent := leasehold.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.s.opTimeout())
 	a, err := cfg.Store.Acquire(ctx, lease.Claim{LeaseID: cfg.Lease.LeaseID, OwnerID: cfg.Lease.OwnerID,
 		Term: s.claimTerm, TTL: cfg.Lease.EffectiveTTL(), Meta: cfg.Meta})
@@ -52,11 +53,11 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	err = storeStopped(cfg.Store, err)
 	switch {
 	case err != nil:
-		s.s.metrics.attempted(time.Since(sent), "failed")
+		s.s.metrics.attempted(time.Since(sent.At), "failed")
 	case a.Acquired:
-		s.s.metrics.attempted(time.Since(sent), "acquired")
+		s.s.metrics.attempted(time.Since(sent.At), "acquired")
 	default:
-		s.s.metrics.attempted(time.Since(sent), "held")
+		s.s.metrics.attempted(time.Since(sent.At), "held")
 	}
 	switch {
 	case err != nil && fatalStoreError(err):
@@ -110,8 +111,8 @@ func (s *supervisor) acquisitionFailed(err error) {
 }
 
 // giveBack releases a lease acquired when no term may start.
-func (s *supervisor) giveBack(l lease.Lease, sent time.Time) {
-	validUntil := s.s.cfg.Lease.ValidUntil(sent)
+func (s *supervisor) giveBack(l lease.Lease, sent leasehold.Sent) {
+	validUntil := s.s.cfg.Lease.ValidUntil(sent.At)
 	ctx, cancel := s.s.opContext(validUntil)
 	defer cancel()
 	if err := s.s.cfg.Store.Release(ctx, l); err != nil {

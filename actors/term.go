@@ -17,7 +17,7 @@ import (
 
 // lead starts a term: Watchdog first, then Workload. resumed says that l
 // is a lapsed lease renewed again (see lapse): the same term and token.
-func (s *supervisor) lead(c actor.Context, l lease.Lease, sent time.Time, resumed bool) {
+func (s *supervisor) lead(c actor.Context, l lease.Lease, sent leasehold.Sent, resumed bool) {
 	cfg := s.s.cfg
 	s.stopWatch()
 	s.disarm()

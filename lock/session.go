@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/leasehold"
@@ -77,7 +76,7 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sent := time.Now()
+	sent := leasehold.Now()
 	opCtx, cancel := context.WithTimeout(ctx, leasehold.OpTimeout(cfg))
 	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: term, TTL: cfg.EffectiveTTL()})
 	cancel()

@@ -334,7 +334,7 @@ func (c *contender) attempt(handover bool) (*Guard, lease.Holder, error) {
 	if c.under {
 		return c.attemptUnder(handover)
 	}
-	sent := time.Now()
+	sent := leasehold.Now()
 	opCtx, cancel := context.WithTimeout(c.ctx, leasehold.OpTimeout(c.cfg))
 	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: c.cfg.LeaseID, OwnerID: c.cfg.OwnerID, Term: c.term,
 		TTL: c.cfg.EffectiveTTL()})

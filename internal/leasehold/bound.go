@@ -147,11 +147,11 @@ func ReleaseBound(ctx context.Context, store lease.Store, b *Bound) error {
 	if cause := b.Err(); cause != lease.ErrReleased {
 		return cause
 	}
-	validUntil := b.session.ValidUntil()
-	if !time.Now().Before(validUntil) {
+	remaining := b.session.Remaining()
+	if remaining <= 0 {
 		return lease.ErrExpired
 	}
-	ctx, cancel := context.WithDeadline(ctx, validUntil)
+	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
 	return store.Release(ctx, b.lease)
 }

@@ -58,7 +58,7 @@ func newWatchdogRig(t *testing.T, cfg lease.Config) *watchdogRig {
 		poison: make(chan Poison, 4), cfg: cfg,
 	}
 	r.faults = leasetest.NewFaultStore(r.mem)
-	sent := time.Now()
+	sent := Now()
 	a, err := r.mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.EffectiveTTL()})
 	require.NoError(t, err)
 	require.True(t, a.Acquired)
@@ -104,7 +104,7 @@ func lonelyWatchdog(t *testing.T, cfg lease.Config, mem *leasetest.MemStore, sto
 	sys := actorsys.New(nil)
 	a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.TTL})
 	require.NoError(t, err)
-	hold, err = NewHold(cfg, a.Lease, sent)
+	hold, err = NewHold(cfg, a.Lease, sentAt(sent))
 	require.NoError(t, err)
 	ch := make(chan Poison, 1)
 	parent := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -121,3 +121,7 @@ func lonelyWatchdog(t *testing.T, cfg lease.Config, mem *leasetest.MemStore, sto
 		sys.Shutdown()
 	}
 }
+
+// sentAt is the Sent of a request sent at t, on a machine not suspended
+// since.
+func sentAt(t time.Time) Sent { return Sent{At: t, suspended: suspendedClock()} }

@@ -18,10 +18,11 @@ import (
 // Context is cancelled with the cause. Independently of that, Token fails
 // with lease.ErrExpired once ValidUntil has passed without a renewal.
 //
-// Validity is judged on this process's monotonic clock: ValidUntil is the
-// send time of the last successful acquire or renew, plus the TTL of that
-// write, minus the Config's SafetyMargin (lease.Config.ValidUntil), or
-// earlier: a Hold is pessimistic. It assumes that every renewal it sends
+// Validity is judged on this process's monotonic clock, plus the time the
+// machine spent suspended since the last successful write was sent (see
+// Sent; Linux only): ValidUntil is the send time of the last successful
+// acquire or renew, plus the TTL of that write, minus the Config's
+// SafetyMargin (lease.Config.ValidUntil), or earlier: a Hold is pessimistic. It assumes that every renewal it sends
 // may land, whatever the answer says (a write whose answer was lost, or
 // that is still in flight, may be the one the server keeps last), so
 // before a renewal is sent ValidUntil is lowered to what that write alone
@@ -39,8 +40,8 @@ type Hold struct {
 	mu         sync.Mutex
 	lease      lease.Lease   // the last successful write
 	ttl        time.Duration // the TTL the next renewal writes
-	sent       time.Time     // send time of the last successful write
-	validUntil time.Time     // min over the last successful write and every write sent since
+	sent       Sent          // send time of the last successful write
+	validUntil time.Time     // min over the last successful write and every write sent since, before suspensions
 	deadline   time.Time     // renew deadline: validUntil - StopTimeout, lowered with it
 	err        error         // nil while held
 	// call cancels the renewal in flight, if any, when the Hold ends. A
@@ -50,11 +51,10 @@ type Hold struct {
 }
 
 // NewHold returns the Hold of a lease just acquired (or renewed) with a
-// request sent at sent, a time taken from time.Now before the request went
-// out. cfg supplies the SafetyMargin, StopTimeout and RenewInterval; its
+// request sent at sent, taken with Now before the request went out. cfg supplies the SafetyMargin, StopTimeout and RenewInterval; its
 // LeaseID, OwnerID and TTL are taken from l. It returns an error matching
 // lease.ErrInvalid when l or the margins do not fit together.
-func NewHold(cfg lease.Config, l lease.Lease, sent time.Time) (*Hold, error) {
+func NewHold(cfg lease.Config, l lease.Lease, sent Sent) (*Hold, error) {
 	if err := lease.ValidateLease(l); err != nil {
 		return nil, err
 	}
@@ -70,11 +70,19 @@ func NewHold(cfg lease.Config, l lease.Lease, sent time.Time) (*Hold, error) {
 
 // setWrite records a successful write sent at sent. h.mu must be held (or h
 // not yet shared).
-func (h *Hold) setWrite(l lease.Lease, sent time.Time) {
+func (h *Hold) setWrite(l lease.Lease, sent Sent) {
 	c := h.cfg
 	c.TTL = l.TTL
 	h.lease, h.sent = l, sent
-	h.validUntil, h.deadline = c.ValidUntil(sent), c.RenewDeadline(sent)
+	h.validUntil, h.deadline = c.ValidUntil(sent.At), c.RenewDeadline(sent.At)
+}
+
+// nowLocked returns the time on the clock of validUntil and deadline: the
+// monotonic clock, moved on by the machine's suspensions since the last
+// successful write was sent. h.mu must be held.
+func (h *Hold) nowLocked() time.Time {
+	now := time.Now()
+	return now.Add(h.sent.since(now))
 }
 
 // Token returns the fencing token while the lease is held and valid. It
@@ -86,7 +94,7 @@ func (h *Hold) Token() (lease.Token, error) {
 	if h.err != nil {
 		return 0, h.err
 	}
-	if !time.Now().Before(h.validUntil) {
+	if !h.nowLocked().Before(h.validUntil) {
 		return 0, lease.ErrExpired
 	}
 	return h.lease.Token, nil
@@ -109,11 +117,12 @@ func (h *Hold) TTL() time.Duration {
 
 // ValidUntil returns until when the owner may act, on the monotonic clock:
 // the end of the validity of the last successful write, or earlier while a
-// renewal with a shorter validity may have landed.
+// renewal with a shorter validity may have landed, and earlier by the time
+// the machine spent suspended since.
 func (h *Hold) ValidUntil() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.validUntil
+	return h.validUntil.Add(-h.sent.since(time.Now()))
 }
 
 // RenewDeadline returns when the Watchdog gives up renewing:
@@ -121,7 +130,7 @@ func (h *Hold) ValidUntil() time.Time {
 func (h *Hold) RenewDeadline() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.deadline
+	return h.deadline.Add(-h.sent.since(time.Now()))
 }
 
 // Remaining returns how long the lease stays valid, or 0 once it has
@@ -132,7 +141,7 @@ func (h *Hold) Remaining() time.Duration {
 	if h.err != nil {
 		return 0
 	}
-	return max(time.Until(h.validUntil), 0)
+	return max(h.validUntil.Sub(h.nowLocked()), 0)
 }
 
 // Lost returns a channel closed when the Hold ends (poisoned or released).
@@ -199,21 +208,26 @@ type validity struct{ until, deadline time.Time }
 // sending prepares the Hold for a renewal writing ttl, about to be sent at
 // sent: since the write may land whatever the answer says, it lowers the
 // validity and the renew deadline to those of that write alone when they
-// are earlier. It returns the renew deadline the renewal must meet, and
-// the validity before it (for restore).
-func (h *Hold) sending(ttl time.Duration, sent time.Time) (deadline time.Time, before validity) {
+// are earlier. It returns the renew deadline the renewal must meet (on the
+// monotonic clock, as RenewDeadline), and the validity before it (for
+// restore).
+//
+// The validity stays on the clock of the last successful write (nowLocked),
+// which counts suspensions since that write was sent: for a validity that
+// sent lowered, that counts more than since sent, never less.
+func (h *Hold) sending(ttl time.Duration, sent Sent) (deadline time.Time, before validity) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	before = validity{h.validUntil, h.deadline}
 	c := h.cfg
 	c.TTL = ttl
-	if v := c.ValidUntil(sent); v.Before(h.validUntil) {
+	if v := c.ValidUntil(sent.At); v.Before(h.validUntil) {
 		h.validUntil = v
 	}
-	if d := c.RenewDeadline(sent); d.Before(h.deadline) {
+	if d := c.RenewDeadline(sent.At); d.Before(h.deadline) {
 		h.deadline = d
 	}
-	return h.deadline, before
+	return h.deadline.Add(-h.sent.since(time.Now())), before
 }
 
 // beginCall registers cancel as the cancel function of the renewal about to
@@ -246,20 +260,20 @@ func (h *Hold) endCall() {
 }
 
 // renewArgs returns what the next renewal sends: the lease with the current
-// TTL, the renew deadline, the send time of the last write, and the Hold's
+// TTL, the renew deadline (as RenewDeadline), the send time of the last write, and the Hold's
 // cause if it has ended.
-func (h *Hold) renewArgs() (l lease.Lease, deadline, sent time.Time, err error) {
+func (h *Hold) renewArgs() (l lease.Lease, deadline time.Time, sent Sent, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l = h.lease
 	l.TTL = h.ttl
-	return l, h.deadline, h.sent, h.err
+	return l, h.deadline.Add(-h.sent.since(time.Now())), h.sent, h.err
 }
 
 // renewed records a successful renewal sent at sent. The lease (and its
 // revision) is updated even after the Hold ended, so that a release after
 // a late renewal still compares and swaps the right revision.
-func (h *Hold) renewed(l lease.Lease, sent time.Time) {
+func (h *Hold) renewed(l lease.Lease, sent Sent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.setWrite(l, sent)
@@ -294,15 +308,15 @@ func (h *Hold) validateTTL(ttl time.Duration) error {
 func Release(ctx context.Context, store lease.Store, h *Hold) error {
 	h.MarkReleased()
 	h.mu.Lock()
-	l, validUntil, cause := h.lease, h.validUntil, h.err
+	l, remaining, cause := h.lease, h.validUntil.Sub(h.nowLocked()), h.err
 	h.mu.Unlock()
 	if cause != lease.ErrReleased {
 		return cause
 	}
-	if !time.Now().Before(validUntil) {
+	if remaining <= 0 {
 		return lease.ErrExpired
 	}
-	ctx, cancel := context.WithDeadline(ctx, validUntil)
+	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
 	return store.Release(ctx, l)
 }
@@ -311,5 +325,5 @@ func Release(ctx context.Context, store lease.Store, h *Hold) error {
 func (h *Hold) RenewedAt() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sent
+	return h.sent.At
 }

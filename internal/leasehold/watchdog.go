@@ -169,7 +169,7 @@ func (w *watchdog) Receive(c actor.Context) {
 			w.done = true
 			return
 		}
-		w.arm(sent.Add(w.period()))
+		w.arm(sent.At.Add(w.period()))
 	case renewTick:
 		now := time.Now()
 		if w.due.IsZero() || now.Before(w.due) {
@@ -301,8 +301,8 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		w.done = true
 		return err
 	}
-	sent := time.Now()
-	if !sent.Before(deadline) {
+	sent := Now()
+	if !sent.At.Before(deadline) {
 		cause := w.last
 		if cause == nil {
 			cause = ErrRenewDeadline
@@ -317,7 +317,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 	deadline, before := w.hold.sending(l.TTL, sent)
 	// One attempt may take at most a period, and never past the deadline;
 	// the Hold's end aborts it (beginCall).
-	attemptEnd := sent.Add(period)
+	attemptEnd := sent.At.Add(period)
 	if deadline.Before(attemptEnd) {
 		attemptEnd = deadline
 	}
@@ -349,7 +349,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		if w.jitter {
 			period, w.jitter = jitteredBy(w.rand(), period), false
 		}
-		w.arm(sent.Add(period))
+		w.arm(sent.At.Add(period))
 		return nil
 	}
 	if w.hold.Err() != nil { // ended while the renewal was in flight: stop quietly

@@ -42,7 +42,7 @@ func BenchmarkWatchdogFootprint(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
 		for i := range pids {
-			hold, err := NewHold(cfg, leases[i], time.Now())
+			hold, err := NewHold(cfg, leases[i], Now())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -75,7 +75,7 @@ func settle() {
 // fenced write.
 func BenchmarkHoldToken(b *testing.B) {
 	l := lease.Lease{ID: "bench", OwnerID: "owner", Term: "t", Token: 7, TTL: time.Hour, Revision: 7}
-	h, err := NewHold(lease.Config{}, l, time.Now())
+	h, err := NewHold(lease.Config{}, l, Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func BenchmarkWatchdogRenewal(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hold, err := NewHold(cfg, a.Lease, time.Now())
+	hold, err := NewHold(cfg, a.Lease, Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestWatchdogTimerCallbackAfterStopSendsNothing(t *testing.T) {
 		defer mem.Close()
 		a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.TTL})
 		require.NoError(t, err)
-		hold, err := NewHold(cfg, a.Lease, time.Now())
+		hold, err := NewHold(cfg, a.Lease, Now())
 		require.NoError(t, err)
 		spec := &watchdogSpec{store: mem, hold: hold, log: actorsys.Logger(nil)}
 		dogs := make(chan *watchdog, 1)
@@ -152,7 +152,7 @@ func TestWatchdogJittersAfterALateRenewal(t *testing.T) {
 		defer mem.Close()
 		a, err := mem.Acquire(t.Context(), lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: lease.NewTerm(), TTL: cfg.TTL})
 		require.NoError(t, err)
-		hold, err := NewHold(cfg, a.Lease, time.Now())
+		hold, err := NewHold(cfg, a.Lease, Now())
 		require.NoError(t, err)
 		start := time.Now()
 		pid := sys.Root.Spawn(WatchdogProps(mem, hold, cfg, nil, hook))

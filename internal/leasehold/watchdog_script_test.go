@@ -298,7 +298,7 @@ func newScriptRig(t fataler, cfg lease.Config, seed uint64) *scriptRig {
 	}
 	start := time.Now()
 	l := lease.Lease{ID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: "t", Token: 1, TTL: cfg.EffectiveTTL(), Revision: 1}
-	hold, err := NewHold(cfg, l, start)
+	hold, err := NewHold(cfg, l, sentAt(start))
 	if err != nil {
 		t.Fatalf("NewHold: %v", err)
 	}

@@ -258,12 +258,12 @@ func TestWatchdogTimerCancelledOnStop(t *testing.T) {
 
 func TestHoldValidation(t *testing.T) {
 	l := lease.Lease{ID: "x", OwnerID: "o", Term: "t", Token: 5, TTL: time.Second, Revision: 5}
-	_, err := NewHold(lease.Config{}, l, time.Now())
+	_, err := NewHold(lease.Config{}, l, Now())
 	require.NoError(t, err)
-	_, err = NewHold(lease.Config{SafetyMargin: 2 * time.Second}, l, time.Now())
+	_, err = NewHold(lease.Config{SafetyMargin: 2 * time.Second}, l, Now())
 	require.ErrorIs(t, err, lease.ErrInvalid)
 	l.Token = 0
-	_, err = NewHold(lease.Config{}, l, time.Now())
+	_, err = NewHold(lease.Config{}, l, Now())
 	require.ErrorIs(t, err, lease.ErrInvalid)
 }
 
