@@ -7,7 +7,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 )
 
@@ -75,11 +74,11 @@ type Config struct {
 	// them.
 	Logger *slog.Logger
 
-	// OnEvent, when not nil, receives the lock's events: actors.Acquired,
-	// actors.Released and actors.NotReleased from the Locker and its
-	// guards, and actors.Renewed, actors.RenewalFailed and actors.Poisoned
-	// from the watchdogs, on their goroutines. It must not block.
-	OnEvent func(actors.Event)
+	// OnEvent, when not nil, receives the lock's events (Event):
+	// LockAcquired, LockReleased and LockNotReleased from the Locker and its
+	// guards, LockRenewed, LockRenewalFailed and LockPoisoned from the
+	// watchdogs, on their goroutines. It must not block.
+	OnEvent func(Event)
 
 	// MeterProvider receives the lock instruments: the locks held
 	// (MetricHeld) and how long acquisitions took (MetricWait). nil means a

@@ -150,7 +150,9 @@
 //
 // Config.MeterProvider receives two OpenTelemetry instruments: the locks
 // held (MetricHeld) and how long acquisitions took, by outcome
-// (MetricWait). Config.OnEvent receives the lock's events.
+// (MetricWait). Config.OnEvent receives the lock's events (Event):
+// LockAcquired, LockRenewed, LockRenewalFailed, LockPoisoned, LockReleased
+// and LockNotReleased.
 //
 // # Scale
 //

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
@@ -223,14 +222,14 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 			g.relErr = err
 		}
 		g.l.log.Debug("lock: not released", "lease_id", le.ID, "token", uint64(le.Token), "error", err)
-		g.l.emit(actors.NotReleased{Subject: subject(le), Token: le.Token, Err: err})
+		g.l.emit(LockNotReleased{Subject: subject(le), Token: le.Token, Err: err})
 		return err
 	}
 	if g.l.debug() {
 		g.l.log.Debug("lock: released", "lease_id", le.ID, "token", uint64(le.Token))
 	}
 	if g.l.cfg.OnEvent != nil {
-		g.l.emit(actors.Released{Subject: subject(le), Token: le.Token})
+		g.l.emit(LockReleased{Subject: subject(le), Token: le.Token})
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/lock"
@@ -40,8 +39,8 @@ func TestPoisonWhenRenewalsKeepFailing(t *testing.T) {
 		assert.True(t, ok, "poisoned before the key expires at the store")
 
 		synctest.Wait() // the watchdog reports after it has poisoned the guard
-		assert.Greater(t, count[actors.RenewalFailed](r.rec), 2, "retried before giving up")
-		assert.Equal(t, 1, count[actors.Poisoned](r.rec))
+		assert.Greater(t, count[lock.LockRenewalFailed](r.rec), 2, "retried before giving up")
+		assert.Equal(t, 1, count[lock.LockPoisoned](r.rec))
 		assert.Zero(t, r.locker.Held(), "the keeper stopped the poisoned watchdog")
 		calls := r.faults.Calls(leasetest.OpRenew)
 		time.Sleep(time.Minute)
@@ -77,8 +76,8 @@ func TestTransientRenewalFailuresDoNotPoison(t *testing.T) {
 		synctest.Wait()
 		_, err = g.Token()
 		require.NoError(t, err)
-		assert.Equal(t, 3, count[actors.RenewalFailed](r.rec))
-		assert.Zero(t, count[actors.Poisoned](r.rec))
+		assert.Equal(t, 3, count[lock.LockRenewalFailed](r.rec))
+		assert.Zero(t, count[lock.LockPoisoned](r.rec))
 	})
 }
 
@@ -212,8 +211,8 @@ func TestReleaseAfterLossLeavesTheNewOwnersKey(t *testing.T) {
 			assert.Equal(t, rev, r2)
 			assert.Equal(t, gb.OwnerID(), o2.OwnerID)
 			assert.ErrorIs(t, ga.Release(t.Context()), lease.ErrLost, "idempotent")
-			assert.Equal(t, 1, count[actors.NotReleased](a.rec))
-			assert.Zero(t, count[actors.Released](a.rec))
+			assert.Equal(t, 1, count[lock.LockNotReleased](a.rec))
+			assert.Zero(t, count[lock.LockReleased](a.rec))
 		})
 	})
 	t.Run("taken before the watchdog noticed", func(t *testing.T) {
@@ -264,7 +263,7 @@ func TestReleaseIsIdempotentUnderConcurrency(t *testing.T) {
 		}
 		wg.Wait()
 		assert.Equal(t, 1, r.faults.Calls(leasetest.OpRelease))
-		assert.Equal(t, 1, count[actors.Released](r.rec))
+		assert.Equal(t, 1, count[lock.LockReleased](r.rec))
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/lock"
@@ -20,11 +19,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // recorder keeps the events a hook saw, with the time of each.
 type recorder struct {
 	mu  sync.Mutex
-	evs []actors.Event
+	evs []lock.Event
 	at  []time.Time
 }
 
-func (r *recorder) hook(ev actors.Event) {
+func (r *recorder) hook(ev lock.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.evs = append(r.evs, ev)
@@ -32,7 +31,7 @@ func (r *recorder) hook(ev actors.Event) {
 }
 
 // all returns the events of type T, and when each was seen.
-func all[T actors.Event](r *recorder) ([]T, []time.Time) {
+func all[T lock.Event](r *recorder) ([]T, []time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []T
@@ -46,7 +45,7 @@ func all[T actors.Event](r *recorder) ([]T, []time.Time) {
 	return out, at
 }
 
-func count[T actors.Event](r *recorder) int {
+func count[T lock.Event](r *recorder) int {
 	evs, _ := all[T](r)
 	return len(evs)
 }

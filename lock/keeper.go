@@ -9,7 +9,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
@@ -140,7 +139,7 @@ func (k *keeper) spawn(c actor.Context, m spawnWatchdog) {
 		k.l.held.Add(-1) // counted by register
 		k.l.metrics.held.Add(context.Background(), -1)
 		if m.g.hold.Poison(lease.LossStoreError, fmt.Errorf("%w: %w", ErrWatchdogStopped, err)) {
-			k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: m.g.hold.Err()})
+			k.l.emit(LockPoisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: m.g.hold.Err()})
 		}
 		return
 	}
@@ -209,7 +208,7 @@ func (k *keeper) terminated(who *actor.PID) {
 		le := h.Lease()
 		k.l.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: watchdog stopped unexpectedly; lock poisoned",
 			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
-		k.l.emit(actors.Poisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: h.Err()})
+		k.l.emit(LockPoisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: h.Err()})
 	}
 }
 

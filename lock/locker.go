@@ -11,7 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/internal/leasehold"
@@ -242,7 +241,7 @@ func (l *Locker) acquired(g *Guard, handover bool) {
 			"session", g.sessionID())
 	}
 	if l.cfg.OnEvent != nil {
-		l.emit(actors.Acquired{Subject: subject(le), Token: le.Token, ValidUntil: g.t.ValidUntil(), Handover: handover})
+		l.emit(LockAcquired{Subject: subject(le), Token: le.Token, ValidUntil: g.t.ValidUntil(), Handover: handover})
 	}
 }
 
@@ -296,7 +295,7 @@ func (l *Locker) sendKeeper(msg any) bool {
 	return true
 }
 
-func (l *Locker) emit(ev actors.Event) {
+func (l *Locker) emit(ev Event) {
 	if l.cfg.OnEvent != nil {
 		l.cfg.OnEvent(ev)
 	}
@@ -304,22 +303,9 @@ func (l *Locker) emit(ev actors.Event) {
 
 // report turns what a watchdog reports into the lock's events.
 func (l *Locker) report(r leasehold.Report) {
-	var ev actors.Event
-	switch r := r.(type) {
-	case leasehold.Renewed:
-		ev = actors.Renewed{Subject: subject(r.Lease), Token: r.Token, Revision: r.Revision, TTL: r.TTL, ValidUntil: r.ValidUntil}
-	case leasehold.RenewalFailed:
-		ev = actors.RenewalFailed{Subject: subject(r.Lease), Token: r.Token, Attempt: r.Attempt, Deadline: r.Deadline, Err: r.Err}
-	case leasehold.Poisoned:
-		ev = actors.Poisoned{Subject: subject(r.Lease), Token: r.Token, Reason: r.Reason, Err: r.Err}
-	default:
-		return
+	if ev := reportEvent(r); ev != nil {
+		l.emit(ev)
 	}
-	l.emit(ev)
-}
-
-func subject(le lease.Lease) actors.Subject {
-	return actors.Subject{LeaseID: le.ID, OwnerID: le.OwnerID}
 }
 
 // begin counts a call in progress, or reports false after Close.

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/lock"
@@ -51,10 +50,10 @@ func TestAcquireAndRelease(t *testing.T) {
 		synctest.Wait()
 		assert.Zero(t, r.locker.Held())
 
-		acquired, _ := all[actors.Acquired](r.rec)
+		acquired, _ := all[lock.LockAcquired](r.rec)
 		require.Len(t, acquired, 1)
 		assert.Equal(t, token, acquired[0].Token)
-		assert.Equal(t, 1, count[actors.Released](r.rec))
+		assert.Equal(t, 1, count[lock.LockReleased](r.rec))
 	})
 }
 
@@ -172,7 +171,7 @@ func TestAcquireIsWokenByTheWatch(t *testing.T) {
 		assert.Equal(t, polls+1, b.faults.Calls(leasetest.OpAcquire), "one attempt after the release")
 		owner, _, _ := mem.Holder("res")
 		assert.Equal(t, gb.OwnerID(), owner.OwnerID)
-		acquired, _ := all[actors.Acquired](b.rec)
+		acquired, _ := all[lock.LockAcquired](b.rec)
 		require.Len(t, acquired, 1)
 		assert.True(t, acquired[0].Handover, "B saw another owner first")
 	})

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
@@ -73,9 +72,9 @@ func (r *natsRig) last(t *testing.T, resource string) (rev uint64, ttl string) {
 
 func TestExtendOnNATS(t *testing.T) {
 	r := newNATSRig(t)
-	renewed := make(chan actors.Renewed, 16)
-	l := r.locker(t, r.store(t), lock.Config{OwnerID: "node-a", TTL: 2 * time.Second, OnEvent: func(ev actors.Event) {
-		if e, ok := ev.(actors.Renewed); ok {
+	renewed := make(chan lock.LockRenewed, 16)
+	l := r.locker(t, r.store(t), lock.Config{OwnerID: "node-a", TTL: 2 * time.Second, OnEvent: func(ev lock.Event) {
+		if e, ok := ev.(lock.LockRenewed); ok {
 			select {
 			case renewed <- e:
 			default:
@@ -212,10 +211,10 @@ func TestLostLockKeyIsGivenBackAfterAnOutageOnNATS(t *testing.T) {
 		t.Run(fmt.Sprintf("session=%v", session), func(t *testing.T) {
 			r := newNATSRig(t)
 			sa := r.store(t)
-			renewed := make(chan actors.Renewed, 64)
+			renewed := make(chan lock.LockRenewed, 64)
 			a := r.locker(t, sa, lock.Config{OwnerID: "node-a", TTL: 2 * time.Second, Session: session,
-				OnEvent: func(ev actors.Event) {
-					if e, ok := ev.(actors.Renewed); ok {
+				OnEvent: func(ev lock.Event) {
+					if e, ok := ev.(lock.LockRenewed); ok {
 						select {
 						case renewed <- e:
 						default:

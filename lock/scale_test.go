@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/lock"
@@ -74,9 +73,9 @@ func (r *lagRecorder) acquired(g *lock.Guard) {
 	r.due[index(g.Resource())].Store(int64(sent.Add(r.period(g.TTL())).Sub(r.base)))
 }
 
-func (r *lagRecorder) hook(ev actors.Event) {
+func (r *lagRecorder) hook(ev lock.Event) {
 	switch e := ev.(type) {
-	case actors.Renewed:
+	case lock.LockRenewed:
 		i := index(e.LeaseID)
 		sent := r.sent(e.ValidUntil, e.TTL)
 		at := int64(sent.Sub(r.base))
@@ -92,9 +91,9 @@ func (r *lagRecorder) hook(ev actors.Event) {
 		}
 		r.counts[i].Add(1)
 		r.due[i].Store(at + int64(r.period(e.TTL)))
-	case actors.Poisoned:
+	case lock.LockPoisoned:
 		r.poison.Add(1)
-	case actors.RenewalFailed:
+	case lock.LockRenewalFailed:
 		r.failed.Add(1)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 )
@@ -183,7 +182,7 @@ func (l *Locker) sessionLost(s *session) {
 	}
 	for _, g := range guards {
 		gl := g.t.Lease()
-		l.emit(actors.Poisoned{Subject: subject(gl), Token: gl.Token, Reason: reason, Err: cause})
+		l.emit(LockPoisoned{Subject: subject(gl), Token: gl.Token, Reason: reason, Err: cause})
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/lock"
@@ -84,7 +83,7 @@ func TestSessionLossLosesEveryLock(t *testing.T) {
 		}
 		assert.ErrorIs(t, context.Cause(ctx), lease.ErrLost)
 		assert.Zero(t, r.locker.Held())
-		assert.Equal(t, 3, count[actors.Poisoned](r.rec), "one event per lock")
+		assert.Equal(t, 3, count[lock.LockPoisoned](r.rec), "one event per lock")
 		require.ErrorIs(t, guards[0].Release(t.Context()), lease.ErrLost, "nothing of ours to release")
 
 		g, err := r.locker.Acquire(t.Context(), "res.0")

@@ -17,7 +17,6 @@ import (
 
 	"github.com/lmittmann/tint"
 
-	"github.com/asterforge/aster/actors"
 	"github.com/asterforge/aster/examples/internal/demo"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lock"
@@ -249,13 +248,13 @@ func (r *reporter) send(rep report) {
 func (r *reporter) close(timeout time.Duration) { r.q.Close(timeout) }
 
 // event is the Locker's event hook.
-func (r *reporter) event(ev actors.Event) {
+func (r *reporter) event(ev lock.Event) {
 	switch e := ev.(type) {
-	case actors.Acquired:
+	case lock.LockAcquired:
 		r.send(report{Kind: reportAcquired, Token: uint64(e.Token), ValidUntil: e.ValidUntil.UnixNano()})
-	case actors.Renewed:
+	case lock.LockRenewed:
 		r.send(report{Kind: reportRenewed, Token: uint64(e.Token), ValidUntil: e.ValidUntil.UnixNano()})
-	case actors.Poisoned:
+	case lock.LockPoisoned:
 		r.send(report{Kind: reportPoisoned, Token: uint64(e.Token), Detail: e.Reason.String()})
 	}
 }
