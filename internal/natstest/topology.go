@@ -90,7 +90,15 @@ func StartLeaf(t testing.TB, hub *Server, opts ...Option) *Server {
 	t.Cleanup(s.Shutdown)
 	s.start(t)
 	deadline := time.Now().Add(readyTimeout)
-	for s.NATS().NumLeafNodes() == 0 || hub.NATS().NumLeafNodes() == 0 {
+	// Connected is not enough: requests to the hub's JetStream domain
+	// (from the leaf's clients) have no responder until the hub's interest
+	// in its domain's API has crossed the link.
+	var api string
+	if jsc := hub.NATS().JetStreamConfig(); jsc != nil && jsc.Domain != "" {
+		api = "$JS." + jsc.Domain + ".API.INFO"
+	}
+	for s.NATS().NumLeafNodes() == 0 || hub.NATS().NumLeafNodes() == 0 ||
+		api != "" && !s.NATS().GlobalAccount().SubscriptionInterest(api) {
 		if time.Now().After(deadline) {
 			t.Fatalf("natstest: leaf node %s not connected to %s within %v", s.Name(), hub.Name(), readyTimeout)
 		}
