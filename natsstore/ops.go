@@ -68,17 +68,24 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 	}
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
 	a, err := s.coalesced(ctx, c, rec, s.ttlFor(c.TTL))
+	return s.settle(c.LeaseID, a, err), err
+}
+
+// settle finishes an Acquire or AcquireUnder of key: a failed one restarts
+// the key's observation, and one that found the key held says when it will
+// be judged expired.
+func (s *Store) settle(key string, a lease.Acquisition, err error) lease.Acquisition {
 	switch {
 	case err != nil:
-		s.keys.interrupt(c.LeaseID)
+		s.keys.interrupt(key)
 	case !a.Acquired && a.Holder.Session != "":
 		// Held while its session is: free when the session's key is judged
 		// expired, which its own observation tells.
 		a.ExpiresIn = s.keys.expiresIn(a.Holder.Session)
 	case !a.Acquired:
-		a.ExpiresIn = s.keys.expiresIn(c.LeaseID)
+		a.ExpiresIn = s.keys.expiresIn(key)
 	}
-	return a, err
+	return a
 }
 
 // acquire takes c.LeaseID for c's term by writing rec (with a per-message

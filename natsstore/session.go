@@ -44,7 +44,8 @@ func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.L
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
-	return s.acquire(ctx, deadline, c, rec, 0, nil)
+	a, err := s.acquire(ctx, deadline, c, rec, 0, nil)
+	return s.settle(c.LeaseID, a, err), err
 }
 
 // judgeBound decides whether a key held under a session (st, rec) is free:

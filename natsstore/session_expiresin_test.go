@@ -19,13 +19,33 @@ import (
 // session locks were taken up to two TTLs after the kill.
 func TestSessionLockExpiresInIsWhenItsSessionEnds(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []natsstore.ExpiryMode{natsstore.ExpiryServer, natsstore.ExpiryObserved} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode  natsstore.ExpiryMode
+		under bool // the contender claims under a session of its own
+	}{
+		{natsstore.ExpiryServer, false}, {natsstore.ExpiryObserved, false},
+		{natsstore.ExpiryServer, true}, {natsstore.ExpiryObserved, true},
+	} {
+		name := tc.mode.String()
+		if tc.under {
+			name += "/under-a-session"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			holder, contender, clock, sess, _ := sessionLock(t, mode)
+			holder, contender, clock, sess, _ := sessionLock(t, tc.mode)
+			var own lease.Lease
+			if tc.under {
+				own = mustAcquire(t, contender, claim("session.b", "owner-b"))
+			}
 			try := func() lease.Acquisition {
 				t.Helper()
-				got, err := contender.Acquire(ctxT(t), claim("job", "owner-b"))
+				var got lease.Acquisition
+				var err error
+				if tc.under {
+					got, err = contender.AcquireUnder(ctxT(t), claim("job", "owner-b"), own)
+				} else {
+					got, err = contender.Acquire(ctxT(t), claim("job", "owner-b"))
+				}
 				require.NoError(t, err)
 				return got
 			}
