@@ -15,7 +15,8 @@ var (
 
 	// ErrWorkloadStuck reports a workload that did not stop within its
 	// StopTimeout after its context was cancelled. Its lease is neither
-	// renewed nor released for it: it expires at the store.
+	// renewed nor released for it: a standby takes it over once it has gone
+	// a TTL without renewal.
 	ErrWorkloadStuck = errors.New("actors: workload did not stop in time")
 
 	// ErrRunning is returned by LeaseSupervisor.Run while another Run of

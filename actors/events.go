@@ -113,7 +113,8 @@ type Released struct {
 
 // NotReleased: a leadership term ended without releasing the lease: its
 // validity had ended, the workload did not stop, or the store refused or
-// failed. The lease expires at the store.
+// failed. A standby takes the lease over once it has gone a TTL without
+// renewal.
 type NotReleased struct {
 	Subject
 	Token lease.Token

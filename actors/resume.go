@@ -92,7 +92,9 @@ func (s *supervisor) resume(c actor.Context) bool {
 		s.lapsed = lease.Lease{}
 		s.lead(c, renewed, sent, true)
 	case errors.Is(err, lease.ErrLost):
+		s.succeeded() // the store answers again
 		s.endLapse("another term wrote the key, or it expired", l.Token)
+		s.waiting(WaitNone, time.Time{})
 		s.arm(0) // acquire now
 		s.publish()
 	default:
@@ -105,6 +107,7 @@ func (s *supervisor) resume(c actor.Context) bool {
 		s.s.logAttrs(level, "lapsed lease not renewed yet; retrying", l.Token, slog.Any("error", err),
 			slog.Duration("retry_in", delay))
 		s.arm(delay)
+		s.waiting(WaitBackoff, s.due)
 		s.publish()
 	}
 	return true
@@ -131,6 +134,6 @@ func (s *supervisor) releaseLapsed() {
 	ctx, cancel := s.s.opContext(until)
 	defer cancel()
 	if err := s.s.cfg.Store.Release(ctx, l); err != nil && !errors.Is(err, lease.ErrLost) {
-		s.s.logAttrs(slog.LevelWarn, "lapsed lease not released; it expires at the store", l.Token, slog.Any("error", err))
+		s.s.logAttrs(slog.LevelWarn, s.s.notReleased("lapsed lease", err), l.Token, slog.Any("error", err))
 	}
 }

@@ -29,6 +29,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	}
 	if now := time.Now(); now.Before(s.holdOff) {
 		s.arm(s.holdOff.Sub(now)) // the watch goes on telling who holds it
+		s.waiting(WaitHoldOff, s.holdOff)
 		s.publish()
 		return
 	}
@@ -39,6 +40,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 		}
 		s.waitDrained()
 		s.arm(s.s.retryDelay())
+		s.waiting(WaitStuck, time.Time{})
 		s.publish()
 		return
 	}
@@ -70,6 +72,16 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	case !a.Acquired:
 		s.acqFails = 0
 		s.acqBackoff.Reset()
+		s.succeeded()
+		var until time.Time // when the store will let this instance take it
+		if a.ExpiresIn > 0 {
+			until = time.Now().Add(a.ExpiresIn)
+		}
+		why := WaitHeld
+		if a.Holder.OwnerID == "" && a.Holder.Session == "" {
+			why = WaitVanished
+		}
+		s.waiting(why, until)
 		s.sawHolder(a.Holder)
 		delay := s.s.retryDelay()
 		if a.ExpiresIn > 0 { // the store judges expiry itself: try when it will
@@ -95,7 +107,8 @@ func (s *supervisor) acquisitionFailed(err error) {
 	s.failed(err)
 	delay := s.s.retryDelay()
 	level := slog.LevelWarn
-	permanent := errors.Is(err, lease.ErrCorrupt) || errors.Is(err, lease.ErrStoreConfig)
+	corrupt := errors.Is(err, lease.ErrCorrupt)
+	permanent := corrupt || errors.Is(err, lease.ErrStoreConfig)
 	if permanent {
 		delay = s.acqBackoff.Failed(time.Now())
 		level = slog.LevelError
@@ -107,6 +120,11 @@ func (s *supervisor) acquisitionFailed(err error) {
 		slog.Int("attempt", s.acqFails), slog.Duration("retry_in", delay))
 	s.s.emit(AcquisitionFailed{Subject: s.s.subject(), Err: err, Attempt: s.acqFails, RetryIn: delay})
 	s.arm(delay)
+	if corrupt { // until an operator deletes the key: no end is known
+		s.waiting(WaitCorrupt, time.Time{})
+	} else {
+		s.waiting(WaitBackoff, s.due)
+	}
 	s.publish()
 }
 
@@ -116,7 +134,7 @@ func (s *supervisor) giveBack(l lease.Lease, sent leasehold.Sent) {
 	ctx, cancel := s.s.opContext(validUntil)
 	defer cancel()
 	if err := s.s.cfg.Store.Release(ctx, l); err != nil {
-		s.s.logAttrs(slog.LevelWarn, "a lease acquired while shutting down was not given back; it expires",
+		s.s.logAttrs(slog.LevelWarn, s.s.notReleased("a lease acquired while shutting down was", err),
 			l.Token, slog.Any("error", err))
 	}
 }
@@ -152,8 +170,12 @@ func (s *supervisor) sawHolder(h lease.Holder) {
 	s.holder, s.holderSeen = h, true
 	switch {
 	case h.OwnerID == "":
+		var until []slog.Attr
+		if s.wait == WaitVanished && !s.waitUntil.IsZero() {
+			until = append(until, slog.Time("free_at", s.waitUntil), slog.Duration("wait", time.Until(s.waitUntil)))
+		}
 		s.s.logAttrs(slog.LevelInfo, "lease not free yet: its key vanished without a release, "+
-			"and its last holder may act until its TTL has run out; standing by", 0)
+			"and its last holder may act until the longest TTL it could have had has run out; standing by", 0, until...)
 	case h.OwnerID == s.s.cfg.Lease.OwnerID:
 		s.s.logAttrs(slog.LevelInfo, "lease held by an earlier term of this instance; standing by until it expires", 0,
 			slog.String("term", h.Term), slog.Uint64("holder_token", uint64(h.Token)))
@@ -167,6 +189,14 @@ func (s *supervisor) sawHolder(h lease.Holder) {
 // watchEvent handles what the standby watch saw.
 func (s *supervisor) watchEvent(c actor.Context, msg watchEvent) {
 	if msg.gen != s.watchGen || s.state != StateStandby {
+		return
+	}
+	if st, ok := s.s.cfg.Store.(stoppedStore); ok && st.Err() != nil {
+		// The store stopped for good, and its watch may still tell who
+		// writes the key: an attempt now ends Run with the store's error,
+		// instead of a report of a holder this instance can never follow.
+		s.disarm()
+		s.tryAcquire(c)
 		return
 	}
 	switch msg.ev.Kind {
@@ -190,6 +220,9 @@ func (s *supervisor) watchEvent(c actor.Context, msg watchEvent) {
 			// counted from this event: try then, not at the next poll.
 			if ttl := msg.ev.Holder.TTL; ttl > 0 && !time.Now().Before(s.holdOff) {
 				s.arm(min(ttl+time.Millisecond, s.s.retryDelay()))
+				if msg.ev.Holder.Session == "" {
+					s.waiting(WaitHeld, time.Now().Add(ttl))
+				}
 			}
 			s.publish()
 		}

@@ -202,7 +202,7 @@ func (h *logRecords) find(msg string) []map[string]string {
 const (
 	logHeldByOther = "lease held by another instance; standing by"
 	logVanished    = "lease not free yet: its key vanished without a release, " +
-		"and its last holder may act until its TTL has run out; standing by"
+		"and its last holder may act until the longest TTL it could have had has run out; standing by"
 )
 
 func TestStandbyLogsALeaseHeldByAnotherInstance(t *testing.T) {
@@ -245,6 +245,8 @@ func TestStandbyLogsAVanishedKeyAsNotFreeYet(t *testing.T) {
 		assert.Equal(t, "INFO", vanished[0]["level"])
 		assert.Equal(t, testLease, vanished[0]["lease_id"])
 		assert.NotContains(t, vanished[0], "owner", "nobody is named as the holder")
+		assert.Contains(t, vanished[0], "free_at", "when the store lets it be taken")
+		assert.Contains(t, vanished[0], "wait")
 		assert.Len(t, logs.find(logHeldByOther), 1, "nobody holds it now")
 		standby, _ := all[Standby](r.rec)
 		require.Len(t, standby, 2)

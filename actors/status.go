@@ -82,6 +82,15 @@ type Status struct {
 	// RetryAt is when the next acquisition attempt, or the end of a
 	// restart backoff, is due (standby and restarting).
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Wait says why a standby or a restarting supervisor does not lead
+	// (WaitNone while it leads or has stopped), and WaitUntil until when,
+	// at the earliest, if nothing changes meanwhile: when the holder's TTL
+	// runs out unless it renews, when a vanished key may be taken, when a
+	// hold off or a backoff ends. WaitUntil is zero when the end is not
+	// known (a corrupt key waits for an operator; a stuck workload for
+	// itself), and then RetryAt says when the supervisor looks again.
+	Wait      WaitReason `json:"wait,omitempty"`
+	WaitUntil time.Time  `json:"wait_until,omitzero"`
 	// ResumableUntil is set while the last term (Term, Token) has lapsed:
 	// its renewals failed until the renew deadline and its workload
 	// stopped, but the store may still hold its lease. Until then (its
@@ -99,7 +108,60 @@ type Status struct {
 	// failed workload; "" when none. LastErrorAt is when it happened.
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// LastErrorCleared is when a later step succeeded (the store answered
+	// an acquisition attempt or a renewal of a lapsed term, or a term
+	// started): LastError then tells the past, not why the supervisor
+	// waits now. Zero while LastError still stands.
+	LastErrorCleared time.Time `json:"last_error_cleared,omitzero"`
 }
+
+// WaitReason says why a LeaseSupervisor that does not lead waits (see
+// Status.Wait). The zero value, WaitNone, is reported while it leads, stops
+// or has stopped, and while it is about to try again at once.
+type WaitReason uint8
+
+const (
+	// WaitNone: not waiting.
+	WaitNone WaitReason = iota
+	// WaitHeld: another term holds the lease. WaitUntil is when the store
+	// will let this instance take it unless the holder renews it first
+	// (Acquisition.ExpiresIn); zero when the store does not say.
+	WaitHeld
+	// WaitVanished: the key vanished without a release (deleted or purged
+	// by hand, or emptied by a stream purge). Nobody holds it, but its last
+	// holder may still act, so the store lets nobody take it until the
+	// longest TTL any holder could have had has passed (a natsstore
+	// bucket's MaxTTL): WaitUntil, or zero when the store does not say.
+	WaitVanished
+	// WaitCorrupt: the key holds a value that is not a lease. Nobody can
+	// take the lease until an operator deletes it, after which a
+	// WaitVanished follows; LastError says which key. WaitUntil is zero.
+	WaitCorrupt
+	// WaitHoldOff: this instance stepped down or resigned and leaves the
+	// lease to others until WaitUntil.
+	WaitHoldOff
+	// WaitBackoff: the last acquisition attempts failed (LastError); the
+	// next is at WaitUntil.
+	WaitBackoff
+	// WaitRestart: a term ended by a failure (LastError); the restart
+	// backoff ends at WaitUntil.
+	WaitRestart
+	// WaitStuck: a workload of an earlier term may still run (Stuck); no
+	// term starts until it has stopped. WaitUntil is zero.
+	WaitStuck
+)
+
+var waitNames = [...]string{"none", "held", "vanished", "corrupt", "hold-off", "backoff", "restart", "stuck"}
+
+func (w WaitReason) String() string {
+	if int(w) < len(waitNames) {
+		return waitNames[w]
+	}
+	return "unknown"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (w WaitReason) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
 
 // Remaining returns how long the current term stays valid without a
 // renewal, or 0 when not leading.

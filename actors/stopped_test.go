@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -121,5 +122,33 @@ func TestStoreConfigErrorWithoutAStopBacksOff(t *testing.T) {
 		time.Sleep(2 * time.Minute) // the backoff grows to 20 retry intervals: 100 s
 		assert.Equal(t, int32(1), w.started.Load(), "it acquires once the store answers again")
 		require.NoError(t, run.stop())
+	})
+}
+
+// TestStoppedStoreWatchEndsRunWithoutReportingHolders: a store that stopped
+// for good may still deliver its watch's events (natsstore's watch of a
+// deleted bucket's stream goes on). A standby that hears one ends Run with
+// the store's error at once, and never logs a holder it can no longer
+// follow (issue 32: stopped stores kept logging "lease held by another
+// instance").
+func TestStoppedStoreWatchEndsRunWithoutReportingHolders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		store := &stoppingStore{FaultStore: r.faults}
+		r.mem.Tamper(testLease, "node-b", time.Hour)
+		logs := &logRecords{}
+		cfg := r.config("node-a", (&counter{}).workload(),
+			lease.Config{TTL: 10 * time.Second, StandbyRetryInterval: time.Minute})
+		cfg.Store, cfg.Logger = store, slog.New(logs)
+		run := start(r.supervisor(t, cfg))
+		synctest.Wait()
+		require.Len(t, logs.find(logHeldByOther), 1)
+
+		err := errBucketDeleted
+		store.err.Store(&err) // stopped, its watch still open
+		store.FailAll(leasetest.OpAcquire, errBucketDeleted)
+		r.mem.Tamper(testLease, "node-c", time.Hour)
+		require.ErrorIs(t, awaitRun(t, run, time.Second), ErrStoreStopped, "ended by the watch event, not the next poll")
+		assert.Len(t, logs.find(logHeldByOther), 1, "node-c is not reported")
 	})
 }

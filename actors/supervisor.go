@@ -43,7 +43,8 @@ import (
 // A term ends only when every part of its workload has stopped. The lease
 // is released only then, and only while still valid; a workload that does
 // not stop within StopTimeout is reported (WorkloadStopTimeout) and its
-// lease is neither renewed nor released: it expires at the store. While any
+// lease is neither renewed nor released: a standby takes it over once it has
+// gone a TTL without renewal. While any
 // workload this LeaseSupervisor started may still run, whichever actor
 // incarnation started it, no new term starts.
 //
@@ -248,6 +249,9 @@ type supervisor struct {
 	acqFails   int
 	lastErr    error
 	lastErrAt  time.Time
+	errCleared time.Time // when a later step succeeded; zero while lastErr stands
+	wait       WaitReason
+	waitUntil  time.Time // the end of wait, zero if unknown
 	lastTerm   string
 	lastToken  lease.Token
 	registered bool // this incarnation is shared.actor
@@ -423,7 +427,7 @@ func (s *supervisor) publish() {
 		Restarts: len(s.restarts), HoldOffUntil: s.holdOff,
 	}
 	if s.lastErr != nil {
-		st.LastError, st.LastErrorAt = s.lastErr.Error(), s.lastErrAt
+		st.LastError, st.LastErrorAt, st.LastErrorCleared = s.lastErr.Error(), s.lastErrAt, s.errCleared
 	}
 	if t := s.term; t != nil {
 		st.ValidUntil = t.hold.ValidUntil()
@@ -435,6 +439,7 @@ func (s *supervisor) publish() {
 	}
 	if s.state == StateStandby || s.state == StateRestarting {
 		st.RetryAt = s.due
+		st.Wait, st.WaitUntil = s.wait, s.waitUntil
 	}
 	if s.lapsed.ID != "" {
 		st.ResumableUntil = s.lapsedUntil
@@ -444,7 +449,21 @@ func (s *supervisor) publish() {
 
 // failed records err as the last error.
 func (s *supervisor) failed(err error) {
-	s.lastErr, s.lastErrAt = err, time.Now()
+	s.lastErr, s.lastErrAt, s.errCleared = err, time.Now(), time.Time{}
+}
+
+// succeeded records that a step succeeded (the store answered, a term
+// started): the last error, if any, tells the past from now on.
+func (s *supervisor) succeeded() {
+	if s.lastErr != nil && s.errCleared.IsZero() {
+		s.errCleared = time.Now()
+	}
+}
+
+// waiting records why the supervisor waits, and until when (zero: unknown),
+// for Status.
+func (s *supervisor) waiting(why WaitReason, until time.Time) {
+	s.wait, s.waitUntil = why, until
 }
 
 // arm (re)schedules the single timer.

@@ -50,6 +50,8 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent leasehold.Sent, r
 		}
 	}
 	s.term, s.lastTerm, s.lastToken = t, l.Term, l.Token
+	s.succeeded()
+	s.waiting(WaitNone, time.Time{})
 	s.s.shared.hold.Store(hold)
 	t.work = cfg.Workload.start(c, seq, Granted{Token: l.Token, Context: t.ctx, Term: Term{h: hold}}, stopped)
 	if t.work.tree != nil {
@@ -183,8 +185,8 @@ func (s *supervisor) maybeFinish(c actor.Context) {
 }
 
 // stopOverdue handles the stop budget running out. A term whose workload has
-// not stopped is stuck: reported, its lease neither renewed nor released (it
-// expires at the store), and no term starts until the workload stops. A
+// not stopped is stuck: reported, its lease neither renewed nor released (a
+// standby takes it over once it has gone a TTL without renewal), and no term starts until the workload stops. A
 // watchdog that has not stopped yet is not waited for any longer.
 func (s *supervisor) stopOverdue(c actor.Context) {
 	t := s.term
@@ -244,7 +246,7 @@ func (s *supervisor) releaseTerm(t *term) error {
 	}
 	validUntil := t.hold.ValidUntil()
 	if !time.Now().Before(validUntil) {
-		s.s.logAttrs(slog.LevelWarn, "lease not released: its validity has ended; it expires at the store", t.token)
+		s.s.logAttrs(slog.LevelWarn, "lease not released: its validity has ended; "+takenOverLater, t.token)
 		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: lease.ErrExpired})
 		return nil
 	}
@@ -254,13 +256,28 @@ func (s *supervisor) releaseTerm(t *term) error {
 		if errors.Is(err, lease.ErrLost) {
 			return nil
 		}
-		s.s.logAttrs(slog.LevelWarn, "lease not released; it expires at the store", t.token, slog.Any("error", err))
+		s.s.logAttrs(slog.LevelWarn, s.s.notReleased("lease", err), t.token, slog.Any("error", err))
 		s.s.emit(NotReleased{Subject: s.s.subject(), Token: t.token, Err: err})
 		return fmt.Errorf("actors: release: %w", err)
 	}
 	s.s.logAttrs(slog.LevelInfo, "lease released", t.token)
 	s.s.emit(Released{Subject: s.s.subject(), Token: t.token})
 	return nil
+}
+
+// takenOverLater says what becomes of a lease that was not released, in
+// words true of every store: a standby takes it once it has gone a TTL
+// without renewal. (Whether the store also removes it then depends on the
+// store: natsstore's server does only with per-message TTLs.)
+const takenOverLater = "a standby takes it over once it has gone a TTL without renewal"
+
+// notReleased is the log message for a lease (what) whose release failed
+// with err: a store that stopped for good keeps no lease at all.
+func (s *LeaseSupervisor) notReleased(what string, err error) string {
+	if errors.Is(storeStopped(s.cfg.Store, err), ErrStoreStopped) {
+		return what + " not released: its store stopped"
+	}
+	return what + " not released; " + takenOverLater
 }
 
 // next moves on after term t ended: a restart after a loss or a failure,
@@ -341,6 +358,7 @@ func (s *supervisor) restart(c actor.Context, cause error) {
 		slog.Duration("delay", delay), slog.Int("attempt", s.backoff.Attempt()), slog.Any("cause", cause))
 	s.s.emit(Restarting{Subject: s.s.subject(), Attempt: s.backoff.Attempt(), Delay: delay, Cause: cause})
 	s.arm(delay)
+	s.waiting(WaitRestart, s.due)
 	s.setState(StateRestarting)
 }
 

@@ -84,7 +84,11 @@ func (s *MemStore) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisitio
 		return lease.Acquisition{}, lease.ErrClosed
 	}
 	if e := s.live(c.LeaseID); e != nil && (e.holder.Term != c.Term || e.holder.OwnerID != c.OwnerID) {
-		return lease.Acquisition{Holder: e.holder}, nil
+		a := lease.Acquisition{Holder: e.holder}
+		if e.sessionTerm == "" { // free when its last TTL runs out, unless written again
+			a.ExpiresIn = max(e.expires.Sub(s.now()), time.Nanosecond)
+		}
+		return a, nil
 	}
 	l := lease.Lease{ID: c.LeaseID, OwnerID: c.OwnerID, Term: c.Term, TTL: c.TTL, Meta: c.Meta}
 	rev := s.write(l, 0)
