@@ -68,8 +68,9 @@ var (
 // CorruptError reports a value under a lease key that is not a lease this
 // package wrote: garbage, a foreign value, or a value from a newer version.
 // It matches lease.ErrCorrupt with errors.Is. The key is never treated as
-// free while it holds such a value; an operator must delete it (after which
-// contenders wait one TTL before taking the lease, see Store.Acquire).
+// free while it holds such a value; an operator must delete it, after which
+// contenders wait the bucket's MaxTTL before taking the lease (see
+// Store.Acquire): the store's error says so.
 type CorruptError struct {
 	Bucket   string
 	Key      string

@@ -40,7 +40,7 @@ func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m 
 		if s.keys.note(key, rev, notedCorrupt) {
 			var ce *CorruptError
 			if errors.As(err, &ce) {
-				s.log.Warn("natsstore: "+ce.Error(), "lease", key, "revision", rev)
+				s.log.Warn(err.Error(), "lease", key, "revision", rev)
 				s.emit(CorruptKey{Bucket: s.bucket, Key: key, Revision: rev, Reason: ce.Reason})
 			}
 		}
@@ -214,6 +214,7 @@ func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record
 }
 
 func (s *Store) corrupt(key string, rev uint64, reason string) error {
-	return fmt.Errorf("%w; delete it: nats kv del %s %s", &CorruptError{Bucket: s.bucket, Key: key, Revision: rev, Reason: reason},
-		s.bucket, key)
+	return fmt.Errorf("%w; delete it (nats kv del %s %s): contenders then wait the bucket's MaxTTL (%v) before "+
+		"taking the lease, since its last holder may still act", &CorruptError{Bucket: s.bucket, Key: key, Revision: rev,
+		Reason: reason}, s.bucket, key, s.maxTTL)
 }

@@ -244,6 +244,20 @@ func (c *keyCache) expiresIn(key string) time.Duration {
 	return max(st.ttl-c.now().Sub(st.seen), time.Millisecond)
 }
 
+// vanishedLeft returns how long this store still lets nobody take key,
+// which vanished without a release: wait (the bucket's MaxTTL) from when it
+// saw the key vanish, at least 1 ms; 0 when key is not known to have
+// vanished.
+func (c *keyCache) vanishedLeft(key string, wait time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.m[key]
+	if !ok || !st.gone {
+		return 0
+	}
+	return max(wait-c.now().Sub(st.seen), time.Millisecond)
+}
+
 // note records that the events n were reported for key at rev, and reports
 // whether any of them was not yet.
 func (c *keyCache) note(key string, rev uint64, n notes) bool {

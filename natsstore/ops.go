@@ -73,11 +73,14 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 
 // settle finishes an Acquire or AcquireUnder of key: a failed one restarts
 // the key's observation, and one that found the key held says when it will
-// be judged expired.
+// be judged expired, or, when it vanished without a release (no holder),
+// when its wait of the bucket's MaxTTL ends.
 func (s *Store) settle(key string, a lease.Acquisition, err error) lease.Acquisition {
 	switch {
 	case err != nil:
 		s.keys.interrupt(key)
+	case !a.Acquired && a.Holder.OwnerID == "" && a.Holder.Session == "":
+		a.ExpiresIn = s.keys.vanishedLeft(key, s.maxTTL)
 	case !a.Acquired && a.Holder.Session != "":
 		// Held while its session is: free when the session's key is judged
 		// expired, which its own observation tells.
