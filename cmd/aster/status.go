@@ -134,8 +134,15 @@ type reportJSON struct {
 		// Resumable is set while the last term has lapsed (see
 		// actors.Status.ResumableUntil).
 		Resumable time.Time `json:"resumable_until"`
-		LastError string    `json:"last_error"`
-		Holder    *struct {
+		RetryAt   time.Time `json:"retry_at"`
+		// Wait and WaitUntil say why a standby waits and until when
+		// (actors.Status.Wait).
+		Wait             string    `json:"wait"`
+		WaitUntil        time.Time `json:"wait_until"`
+		LastError        string    `json:"last_error"`
+		LastErrorAt      time.Time `json:"last_error_at"`
+		LastErrorCleared time.Time `json:"last_error_cleared"`
+		Holder           *struct {
 			OwnerID string `json:"owner_id"`
 			Token   uint64 `json:"token"`
 		} `json:"holder"`
@@ -240,12 +247,16 @@ func runStatus(ctx context.Context, c *cli, _ []string) error {
 			if left := l.Resumable.Sub(rep.Time); left > 0 {
 				notes = append(notes, fmt.Sprintf("token %d lapsed, resumable for %s", l.Token, human(left)))
 			}
+			if w := waitNote(l.Wait, l.WaitUntil, l.RetryAt, rep.Time); w != "" && (l.Wait != "stuck" || l.Stuck == 0) {
+				notes = append(notes, w)
+			}
 			state := l.State
 			if len(notes) > 0 {
 				state += " (" + strings.Join(notes, "; ") + ")"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rep.Instance, a.info.ID, health, l.LeaseID, state,
-				human(rep.Time.Sub(l.Since))+" ago", token, valid, holder, dash(firstLine(l.LastError)))
+				human(rep.Time.Sub(l.Since))+" ago", token, valid, holder,
+				lastError(l.LastError, l.LastErrorAt, l.LastErrorCleared, rep.Time))
 			lines++
 		}
 		for _, l := range rep.Locks {
@@ -382,6 +393,60 @@ func runTree(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintln(c.stdout, t.Text)
 	}
 	return nil
+}
+
+// waitNote says why a lease supervisor waits and until when, as its
+// report's wait, wait_until and retry_at say (actors.Status.Wait), relative
+// to now, the report's time; "" when it does not wait.
+func waitNote(wait string, until, retry, now time.Time) string {
+	left := func(t time.Time) string { return human(max(t.Sub(now), 0)) }
+	at := func(t time.Time) string { return t.Format("15:04:05") }
+	switch wait {
+	case "held":
+		if until.IsZero() {
+			return "held by another"
+		}
+		return fmt.Sprintf("holder's TTL: free in %s unless renewed", left(until))
+	case "vanished":
+		if until.IsZero() {
+			return "key vanished without a release: nobody may take it until its last holder's TTL has run out"
+		}
+		return fmt.Sprintf("key vanished without a release: nobody may take it for %s, until %s", left(until), at(until))
+	case "corrupt":
+		note := "key holds a value that is not a lease: waits for an operator to delete it (see LAST ERROR)"
+		if !retry.IsZero() {
+			note += "; looks again in " + left(retry)
+		}
+		return note
+	case "hold-off":
+		return fmt.Sprintf("holding off after stepping down: %s left, until %s", left(until), at(until))
+	case "backoff":
+		return fmt.Sprintf("backing off after errors (see LAST ERROR): next try in %s", left(until))
+	case "restart":
+		return fmt.Sprintf("restart backoff after a failed term: %s left", left(until))
+	case "stuck":
+		return "waits for the workloads of earlier terms to stop"
+	case "", "none":
+		return ""
+	default:
+		return "waiting (" + wait + ")"
+	}
+}
+
+// lastError is the LAST ERROR column: the error's first line with its age,
+// marked old once a later step succeeded (actors.Status.LastErrorCleared):
+// its advice may no longer apply.
+func lastError(msg string, at, cleared, now time.Time) string {
+	switch {
+	case msg == "":
+		return "-"
+	case at.IsZero():
+		return firstLine(msg)
+	case !cleared.IsZero():
+		return fmt.Sprintf("old, %s ago, cleared %s ago: %s", human(now.Sub(at)), human(now.Sub(cleared)), firstLine(msg))
+	default:
+		return fmt.Sprintf("%s ago: %s", human(now.Sub(at)), firstLine(msg))
+	}
 }
 
 func firstLine(s string) string {
