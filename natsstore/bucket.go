@@ -69,6 +69,15 @@ func (f bucketFacts) unreadable() string {
 	return ""
 }
 
+// clockRevisions reports whether the bucket's revisions started at a value
+// drawn from the clock (see epoch), by its configuration or by a purge that
+// moved them there (see createBucket): only then does a bucket made again
+// under the same name never reuse a revision of the old one, on which a
+// renewal or a resume, a compare-and-swap on a revision, could land.
+func (f bucketFacts) clockRevisions() bool {
+	return f.cfg.FirstSeq >= minEpoch || f.state.FirstSeq >= minEpoch || f.state.LastSeq >= minEpoch
+}
+
 // readFacts reads the account's JetStream information and the bucket's
 // stream. A missing stream gives an error matching
 // jetstream.ErrStreamNotFound, with the account's facts filled in.
@@ -176,12 +185,6 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 	if cfg.MaxTTL > 0 {
 		st.claimMax = min(st.claimMax, roundUpSecond(cfg.MaxTTL))
 	}
-	if sc.FirstSeq < minEpoch {
-		st.degraded = append(st.degraded, "the bucket's revisions did not start at a value drawn from the clock: "+
-			"if it is deleted and created again by hand (or on a server before 2.10), fencing tokens restart at 1, "+
-			"and only the instances running at that moment notice; create it with natsstore (Dial, or CreateBucket) "+
-			"on nats-server 2.10 or later")
-	}
 
 	switch why := ttlMissing(f); {
 	case cfg.Expiry == ExpiryObserved:
@@ -193,6 +196,14 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 			"LimitMarkerTTL on nats-server 2.11 or later, or use ExpiryAuto", ErrBucketConfig, lease.ErrStoreConfig, why)
 	default:
 		st.mode, st.fallback = ExpiryObserved, why
+	}
+	if !f.clockRevisions() {
+		return st, fmt.Errorf("%w: %w: bucket %q: its revisions did not start at a value drawn from the clock (it was "+
+			"made by hand, or by a version before natsstore did so): made again after a delete, it would restart them at 1, "+
+			"where a renewal of a lease of the old bucket can land on another owner's value and fencing tokens go "+
+			"back; delete it and let natsstore create it (Dial without Config.NoCreate, or CreateBucket), or, while "+
+			"it holds no lease (a purge deletes every key), move its revisions on: nats stream purge KV_%s --seq %d -f",
+			ErrBucketConfig, lease.ErrStoreConfig, name, name, epoch(time.Now()))
 	}
 	st.markerTTL = int64(cfg.markerTTL().Seconds())
 	if sc.SubjectDeleteMarkerTTL > 0 {
@@ -291,7 +302,10 @@ func createBucket(ctx context.Context, js jetstream.JetStream, cfg Config, f buc
 		sc.SubjectDeleteMarkerTTL = cfg.markerTTL()
 	}
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
-		_, err := js.CreateStream(ctx, sc)
+		stream, err := js.CreateStream(ctx, sc)
+		if err == nil {
+			return startPastClock(ctx, stream, sc.FirstSeq)
+		}
 		if !storeFailed(err) || wait > time.Second {
 			return err
 		}
@@ -304,6 +318,22 @@ func createBucket(ctx context.Context, js jetstream.JetStream, cfg Config, f buc
 		case <-time.After(wait):
 		}
 	}
+}
+
+// startPastClock moves the revisions of a stream just created, and still
+// empty, to first when the server ignored the stream's first sequence
+// (nats-server before 2.10): a purge up to a sequence beyond the last one
+// starts the stream there. Until then every store refuses the bucket
+// (clockRevisions), so no lease is written before it.
+func startPastClock(ctx context.Context, stream jetstream.Stream, first uint64) error {
+	if stream.CachedInfo().State.FirstSeq >= minEpoch {
+		return nil
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSequence(first)); err != nil {
+		return fmt.Errorf("natsstore: move the new bucket's revisions to %d (the server ignored its first sequence): %w",
+			first, err)
+	}
+	return nil
 }
 
 // storeFailed reports whether err is the server's "error creating store for

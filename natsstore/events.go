@@ -169,10 +169,8 @@ type KeyVanished struct {
 }
 
 // BucketDegraded reports, when the store opens, that its bucket lacks
-// something a guarantee rests on: a recorded maximum lease TTL, or a first
-// revision drawn from the clock (without it, deleting and re-creating the
-// bucket restarts fencing tokens at 1). Leases work; Reason says what is
-// weaker and how to fix it.
+// something a guarantee rests on: a recorded maximum lease TTL. Leases
+// work; Reason says what is weaker and how to fix it.
 type BucketDegraded struct {
 	Bucket string
 	Reason string

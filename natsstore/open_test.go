@@ -219,9 +219,8 @@ func TestBindDoesNotChangeBucket(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := conn(t, srv.ClientURL())
-	_, err := js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "theirs", Description: "their bucket",
+	byHand(t, srv.ClientURL(), jetstream.KeyValueConfig{Bucket: "theirs", Description: "their bucket",
 		History: 1, Storage: jetstream.FileStorage, LimitMarkerTTL: 5 * time.Second, MaxBytes: 1 << 20})
-	require.NoError(t, err)
 	before, err := js.Stream(ctxT(t), "KV_theirs")
 	require.NoError(t, err)
 	s := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "theirs", Replicas: 1, MarkerTTL: time.Hour})
@@ -299,8 +298,7 @@ func TestLegacyDetection(t *testing.T) {
 	assert.False(t, st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.AllowMsgTTL)
 
 	// An existing bucket without LimitMarkerTTL on a current server.
-	_, err = js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "no_markers", Storage: jetstream.FileStorage})
-	require.NoError(t, err)
+	byHand(t, srv.ClientURL(), jetstream.KeyValueConfig{Bucket: "no_markers", Storage: jetstream.FileStorage})
 	a := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "no_markers"})
 	b := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "no_markers"})
 	assert.Equal(t, natsstore.ExpiryObserved, a.Expiry())
