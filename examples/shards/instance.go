@@ -128,7 +128,12 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 	runCtx, stopRun := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- host.Run(runCtx) }()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-done: // Run ended by itself: its store stopped for good, say
+		stopRun()
+		return storeStopped(err, store)
+	}
 	log.Info("draining: handing every shard over")
 	dctx, dcancel := context.WithTimeout(context.Background(), 4*cfg.ttl)
 	if err := host.Drain(dctx); err != nil {
@@ -136,7 +141,21 @@ func runInstance(ctx context.Context, cfg instanceConfig, log *slog.Logger) erro
 	}
 	dcancel()
 	stopRun()
-	return <-done
+	return storeStopped(<-done, store)
+}
+
+// storeStopped returns err, or, when err is nil but the store had stopped
+// (its bucket deleted, say), the store's error: a process whose store
+// stopped exits non-zero even on SIGTERM, so that whatever runs it sees a
+// failure and not a clean stop (as examples/outbox and examples/lock do).
+func storeStopped(err error, store interface{ Err() error }) error {
+	if err != nil {
+		return err
+	}
+	if serr := store.Err(); serr != nil {
+		return fmt.Errorf("the lease store had stopped: %w", serr)
+	}
+	return nil
 }
 
 // tenant is a shard's workload: it writes through the shard's fence every
