@@ -128,6 +128,17 @@ func (e *env) natsURL() string {
 // start starts a holder process with extra flags and waits until it runs.
 func (e *env) start(extra ...string) *holder {
 	e.t.Helper()
+	h := e.launch(extra...)
+	require.NoError(e.t, h.proc.AwaitOutput("ready\n", 1, limit))
+	e.mu.Lock()
+	e.holders[h.name] = h
+	e.mu.Unlock()
+	return h
+}
+
+// launch starts a holder process, without waiting for it to be ready.
+func (e *env) launch(extra ...string) *holder {
+	e.t.Helper()
 	e.mu.Lock()
 	e.seq++
 	name := fmt.Sprintf("h%d", e.seq)
@@ -145,10 +156,6 @@ func (e *env) start(extra ...string) *holder {
 	var err error
 	h.proc, err = harness.Start(e.t, e.dir, name, bins["chaos-holder"], args...)
 	require.NoError(e.t, err)
-	require.NoError(e.t, h.proc.AwaitOutput("ready\n", 1, limit))
-	e.mu.Lock()
-	e.holders[name] = h
-	e.mu.Unlock()
 	return h
 }
 
