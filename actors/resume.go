@@ -92,13 +92,13 @@ func (s *supervisor) resume(c actor.Context) bool {
 		s.lapsed = lease.Lease{}
 		s.lead(c, renewed, sent, true)
 	case errors.Is(err, lease.ErrLost):
-		s.succeeded() // the store answers again
+		s.answered()
 		s.endLapse("another term wrote the key, or it expired", l.Token)
 		s.waiting(WaitNone, time.Time{})
 		s.arm(0) // acquire now
 		s.publish()
 	default:
-		s.failed(err)
+		s.storeFailed(err)
 		level := slog.LevelInfo
 		if s.resumes.Attempt() > 0 {
 			level = slog.LevelDebug // said once

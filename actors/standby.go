@@ -72,7 +72,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 	case !a.Acquired:
 		s.acqFails = 0
 		s.acqBackoff.Reset()
-		s.succeeded()
+		s.answered()
 		var until time.Time // when the store will let this instance take it
 		if a.ExpiresIn > 0 {
 			until = time.Now().Add(a.ExpiresIn)
@@ -104,7 +104,7 @@ func (s *supervisor) tryAcquire(c actor.Context) {
 // corrupt key or a misconfigured store.
 func (s *supervisor) acquisitionFailed(err error) {
 	s.acqFails++
-	s.failed(err)
+	s.storeFailed(err)
 	delay := s.s.retryDelay()
 	level := slog.LevelWarn
 	corrupt := errors.Is(err, lease.ErrCorrupt)

@@ -108,10 +108,11 @@ type Status struct {
 	// failed workload; "" when none. LastErrorAt is when it happened.
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	// LastErrorCleared is when a later step succeeded (the store answered
-	// an acquisition attempt or a renewal of a lapsed term, or a term
-	// started): LastError then tells the past, not why the supervisor
-	// waits now. Zero while LastError still stands.
+	// LastErrorCleared is when a later step succeeded: for an error of
+	// the store in standby (a failed acquisition attempt, or renewal of a
+	// lapsed term), its next answer; for the end of a term (a lost lease,
+	// a failed workload), the next term. LastError then tells the past,
+	// not why the supervisor waits now. Zero while LastError still stands.
 	LastErrorCleared time.Time `json:"last_error_cleared,omitzero"`
 }
 

@@ -250,6 +250,7 @@ type supervisor struct {
 	lastErr    error
 	lastErrAt  time.Time
 	errCleared time.Time // when a later step succeeded; zero while lastErr stands
+	errStore   bool      // lastErr is a store error of standby, which the store's next answer clears
 	wait       WaitReason
 	waitUntil  time.Time // the end of wait, zero if unknown
 	lastTerm   string
@@ -447,13 +448,30 @@ func (s *supervisor) publish() {
 	s.s.shared.status.Store(st)
 }
 
-// failed records err as the last error.
+// failed records err, the end of a term or a failure to start one, as the
+// last error: the next term clears it.
 func (s *supervisor) failed(err error) {
-	s.lastErr, s.lastErrAt, s.errCleared = err, time.Now(), time.Time{}
+	s.lastErr, s.lastErrAt, s.errCleared, s.errStore = err, time.Now(), time.Time{}, false
 }
 
-// succeeded records that a step succeeded (the store answered, a term
-// started): the last error, if any, tells the past from now on.
+// storeFailed records err, from a store call of standby (an acquisition, a
+// lapsed term's renewal), as the last error: the store's next answer
+// clears it.
+func (s *supervisor) storeFailed(err error) {
+	s.failed(err)
+	s.errStore = true
+}
+
+// answered records that the store answered a call of standby: a store
+// error no longer stands.
+func (s *supervisor) answered() {
+	if s.errStore {
+		s.succeeded()
+	}
+}
+
+// succeeded records that a term started: the last error, if any, tells
+// the past from now on.
 func (s *supervisor) succeeded() {
 	if s.lastErr != nil && s.errCleared.IsZero() {
 		s.errCleared = time.Now()

@@ -167,3 +167,32 @@ func TestStatusWaitsForARestartBackoff(t *testing.T) {
 		require.NoError(t, run.stop())
 	})
 }
+
+// The loss of a lease stays the last error while the standby that lost it
+// waits for its vanished key: the store's answers do not clear it, the next
+// term does.
+func TestStatusKeepsALostLeaseAsTheErrorUntilTheNextTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSupRig(t)
+		cfg := standbyConfig(r)
+		cfg.Restart = RestartPolicy{Backoff: supervision.Backoff{Immediate: true}}
+		s := r.supervisor(t, cfg)
+		run := start(s)
+		synctest.Wait()
+		require.Equal(t, StateLeading, s.Status().State)
+		r.mem.Tamper(testLease, "", 0) // deleted by hand: its next renewal is lost
+		time.Sleep(5 * time.Second)
+
+		st := s.Status()
+		require.Equal(t, StateStandby, st.State)
+		assert.Equal(t, WaitVanished, st.Wait)
+		assert.NotEmpty(t, st.LastError)
+		assert.Zero(t, st.LastErrorCleared, "the loss still explains the wait")
+
+		time.Sleep(10 * time.Second) // the TTL has run out: a new term
+		st = s.Status()
+		require.Equal(t, StateLeading, st.State)
+		assert.False(t, st.LastErrorCleared.IsZero(), "cleared by the new term")
+		require.NoError(t, run.stop())
+	})
+}
