@@ -19,10 +19,13 @@ func Describe(o, prev lease.Observation, first bool) string {
 		if first {
 			return fmt.Sprintf("%s  %s  free", at, o.LeaseID)
 		}
+		if prev.Held && prev.Holder.OwnerID == "" {
+			return fmt.Sprintf("%s  %s  free (was a value that is not a lease)", at, o.LeaseID)
+		}
 		return fmt.Sprintf("%s  %s  free (was %s, token %d)", at, o.LeaseID, dash(prev.Holder.OwnerID), prev.Holder.Token)
 	case o.Holder.OwnerID == "":
-		return fmt.Sprintf("%s  %s  held by a value that is not a lease (revision %d): nobody can take it until it is deleted",
-			at, o.LeaseID, o.Revision)
+		return fmt.Sprintf("%s  %s  held by a value that is not a lease (revision %d): nobody can take it until it is "+
+			"deleted, and then for the bucket's MaxTTL", at, o.LeaseID, o.Revision)
 	}
 	line := fmt.Sprintf("%s  %s  held by %s  token %d  term %s  ttl %v  meta %s", at, o.LeaseID, o.Holder.OwnerID,
 		o.Holder.Token, o.Holder.Term, o.Holder.TTL, FormatMeta(o.Holder.Meta))

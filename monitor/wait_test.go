@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/asterforge/aster/actors"
+	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/monitor"
 )
 
@@ -47,4 +48,18 @@ func TestReportSaysWhyAStandbyWaits(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), `"wait"`, "no wait while leading")
 	assert.NotContains(t, string(b), `"wait_until"`)
+}
+
+// aster watch's lines about a value that is not a lease say what deleting
+// it costs, and the line after its deletion does not name a holder "-".
+func TestDescribeACorruptValue(t *testing.T) {
+	at := time.Date(2026, 12, 5, 13, 22, 46, 175e6, time.UTC)
+	corrupt := lease.Observation{LeaseID: "example.service", Held: true, Revision: 7, Seen: at}
+	assert.Equal(t, "13:22:46.175  example.service  held by a value that is not a lease (revision 7): nobody can take "+
+		"it until it is deleted, and then for the bucket's MaxTTL", monitor.Describe(corrupt, lease.Observation{}, true))
+	free := lease.Observation{LeaseID: "example.service", Revision: 8, Seen: at}
+	assert.Equal(t, "13:22:46.175  example.service  free (was a value that is not a lease)",
+		monitor.Describe(free, corrupt, false))
+	held := lease.Observation{LeaseID: "example.service", Held: true, Holder: lease.Holder{OwnerID: "pod-a", Token: 5}}
+	assert.Equal(t, "13:22:46.175  example.service  free (was pod-a, token 5)", monitor.Describe(free, held, false))
 }

@@ -528,7 +528,7 @@ func observationOf(o, prev lease.Observation, first bool) observationJSON {
 		line.TTL = o.Holder.TTL.String()
 	}
 	if o.Held && o.Holder.OwnerID == "" {
-		line.Problem = "the value is not a lease; nobody can take it until it is deleted"
+		line.Problem = "the value is not a lease; nobody can take it until it is deleted, and then for the bucket's MaxTTL"
 	}
 	if !first && prev.Held && prev.Holder.OwnerID != "" {
 		line.From = &holderJSON{OwnerID: prev.Holder.OwnerID, Token: uint64(prev.Holder.Token)}
