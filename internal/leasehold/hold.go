@@ -85,6 +85,14 @@ func (h *Hold) nowLocked() time.Time {
 	return now.Add(h.sent.since(now))
 }
 
+// suspended returns how long the machine has been suspended since the last
+// successful write was sent (0 below a millisecond, and off Linux).
+func (h *Hold) suspended() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sent.since(time.Now())
+}
+
 // Token returns the fencing token while the lease is held and valid. It
 // fails with the Hold's cause once poisoned or released, and with
 // lease.ErrExpired once ValidUntil has passed.

@@ -58,6 +58,8 @@ func TestSuspendedMachineWakesWithItsTokenExpired(t *testing.T) {
 		// The watchdog's next tick finds its renew deadline passed.
 		p := <-r.poison
 		assert.Equal(t, lease.LossDeadline, p.Reason)
+		require.ErrorIs(t, p.Err, ErrRenewDeadline)
+		assert.Contains(t, p.Err.Error(), "the machine was suspended for 22s", "the cause says why")
 		_, err = r.hold.Token()
 		require.ErrorIs(t, err, lease.ErrLost)
 	})

@@ -3,6 +3,7 @@ package leasehold
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -306,6 +307,12 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		cause := w.last
 		if cause == nil {
 			cause = ErrRenewDeadline
+		}
+		if d := w.hold.suspended(); d > 0 {
+			// Say so: nothing else tells an operator why a healthy
+			// process missed its deadline.
+			cause = fmt.Errorf("%w (the machine was suspended for %v since the last renewal was sent)", cause,
+				d.Round(time.Millisecond))
 		}
 		w.poison(c, l, lease.LossDeadline, cause)
 		return w.hold.Err()
