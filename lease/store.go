@@ -75,8 +75,11 @@ type Acquisition struct {
 	// ExpiresIn is, when not Acquired, how long until the store will let
 	// the caller take the lease if its holder does not write it again
 	// first (a store that judges expiry by watching the key's revision
-	// counts the holder's TTL from when it first saw that revision): try
-	// again then. 0 means unknown: wait for a watch event or poll.
+	// counts the holder's TTL from when it first saw that revision), or,
+	// for a key that vanished without a release (Holder.OwnerID ""), until
+	// its wait ends (natsstore: the bucket's MaxTTL since it saw the key
+	// vanish): try again then. 0 means unknown: wait for a watch event or
+	// poll.
 	ExpiresIn time.Duration
 }
 
