@@ -215,7 +215,7 @@ func (g *Guard) release(ctx context.Context, stopDog bool) error {
 	if err == nil || errors.Is(err, lease.ErrLost) || fatal(err) {
 		g.released, g.relErr = true, err
 	}
-	g.l.pokeWaiter(g)
+	g.l.queues.poke(g)
 	if err != nil {
 		err = fmt.Errorf("lock: release %s: %w", g.resource, err)
 		if g.released {
@@ -261,7 +261,7 @@ func (g *Guard) stopWatchdog(ctx context.Context, inFlight bool) {
 	defer t.Stop()
 	select {
 	case <-stopped:
-	case <-g.l.keeperDone: // closed: every watchdog has stopped
+	case <-g.l.host.done: // closed: every watchdog has stopped
 	case <-t.C:
 		g.l.log.Debug("lock: watchdog did not stop in time; releasing anyway", "lease_id", le.ID)
 	case <-ctx.Done():

@@ -19,7 +19,8 @@ import (
 // watchdog that stopped by itself. It is the lock's counterpart of the
 // LeaseSupervisor.
 type keeper struct {
-	l       *Locker
+	owner   keeperOwner
+	done    chan struct{} // closed when the keeper has stopped
 	self    *actor.PID
 	guards  map[guardKey]keptGuard
 	closing bool
@@ -73,14 +74,33 @@ type (
 	}
 )
 
-func keeperProps(l *Locker) *actor.Props {
+// keeperOwner is what the keeper asks of its Locker: the Props of a
+// watchdog, and what to do when a lock or the session ends because its
+// watchdog did not start or stopped by itself.
+type keeperOwner interface {
+	// watchdogProps returns the Props of a watchdog that renews h with
+	// cfg, and reports its events when events is true.
+	watchdogProps(h *leasehold.Hold, cfg lease.Config, events bool) *actor.Props
+	// watchdogFailed ends the lock of h, whose watchdog could not start.
+	watchdogFailed(h *leasehold.Hold, err error)
+	// watchdogEnded ends the lock of h, whose watchdog stopped, and gives
+	// its key back (when it lapsed) if giveBack.
+	watchdogEnded(h *leasehold.Hold, giveBack bool)
+	// sessionEnded ends s, and every lock under it, with cause, and gives
+	// its key back (when it lapsed) if giveBack.
+	sessionEnded(s *session, cause error, giveBack bool)
+}
+
+var _ keeperOwner = (*Locker)(nil)
+
+func keeperProps(owner keeperOwner, done chan struct{}) *actor.Props {
 	// A watchdog that fails is stopped, never restarted in place: its
 	// Terminated message then poisons its guard.
 	stop := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	// One keeper for the Locker's life: should protoactor ever restart it
 	// (which stops its watchdogs first), the restarted actor still knows
 	// the guards, and their watchdogs' Terminated messages poison them.
-	k := &keeper{l: l, guards: make(map[guardKey]keptGuard)}
+	k := &keeper{owner: owner, done: done, guards: make(map[guardKey]keptGuard)}
 	return actor.PropsFromProducer(func() actor.Actor { return k }, actor.WithSupervisor(stop))
 }
 
@@ -94,11 +114,7 @@ func (k *keeper) Receive(c actor.Context) {
 	case spawnSession:
 		k.spawnSession(c, m.s)
 	case extendWatchdog:
-		if kg, ok := k.guards[m.key]; ok && kg.g != nil && !kg.stopping {
-			c.Send(kg.dog, m.ext)
-		} else {
-			m.ext.Reply <- leasehold.ExtendResult{Err: lease.ErrLost}
-		}
+		k.extend(c, m)
 	case leasehold.Poison:
 		// The watchdog has poisoned the Hold (token reads fail, the guard's
 		// context is cancelled) and is idle: stop it.
@@ -111,36 +127,44 @@ func (k *keeper) Receive(c actor.Context) {
 	case *actor.Terminated:
 		k.terminated(m.Who)
 	case closeKeeper:
-		k.closing = true
-		for _, kg := range k.guards {
-			if kg.g != nil {
-				kg.g.hold.MarkReleased()
-			}
-		}
-		k.closeWait = m.reply
-		k.answerClose()
+		k.close(m)
 	case *actor.Stopping:
 		k.closing = true // protoactor stops the watchdogs now
 	case *actor.Stopped:
-		close(k.l.keeperDone)
+		close(k.done)
 	}
+}
+
+// extend hands an Extend to the watchdog of a guard, or answers it with
+// the guard's end when the watchdog is gone or stopping.
+func (k *keeper) extend(c actor.Context, m extendWatchdog) {
+	if kg, ok := k.guards[m.key]; ok && kg.g != nil && !kg.stopping {
+		c.Send(kg.dog, m.ext)
+		return
+	}
+	m.ext.Reply <- leasehold.ExtendResult{Err: lease.ErrLost}
+}
+
+// close refuses new watchdogs from now on, marks every Hold released, and
+// answers m once no watchdog it stopped is still stopping.
+func (k *keeper) close(m closeKeeper) {
+	k.closing = true
+	for _, kg := range k.guards {
+		if kg.g != nil {
+			kg.g.hold.MarkReleased()
+		}
+	}
+	k.closeWait = m.reply
+	k.answerClose()
 }
 
 // spawn starts the watchdog of a guard. One that cannot start (the
 // keeper is stopping) poisons the guard: its lease would not be renewed.
 func (k *keeper) spawn(c actor.Context, m spawnWatchdog) {
 	le := m.g.hold.Lease()
-	var report func(leasehold.Report)
-	if k.l.cfg.OnEvent != nil {
-		report = k.l.report
-	}
-	pid, err := k.start(c, leasehold.WatchdogProps(k.l.store, m.g.hold, m.cfg, k.l.cfg.Logger, report), le)
+	pid, err := k.start(c, k.owner.watchdogProps(m.g.hold, m.cfg, true), le)
 	if err != nil {
-		k.l.held.Add(-1) // counted by register
-		k.l.metrics.held.Add(context.Background(), -1)
-		if m.g.hold.Poison(lease.LossStoreError, fmt.Errorf("%w: %w", ErrWatchdogStopped, err)) {
-			k.l.emit(LockPoisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: m.g.hold.Err()})
-		}
+		k.owner.watchdogFailed(m.g.hold, err)
 		return
 	}
 	k.guards[guardKey{le.ID, le.Token}] = keptGuard{g: m.g, dog: pid}
@@ -150,10 +174,9 @@ func (k *keeper) spawn(c actor.Context, m spawnWatchdog) {
 // poisons the session, and so every lock under it.
 func (k *keeper) spawnSession(c actor.Context, s *session) {
 	le := s.hold.Lease()
-	pid, err := k.start(c, leasehold.WatchdogProps(k.l.store, s.hold, s.cfg, k.l.cfg.Logger, nil), le)
+	pid, err := k.start(c, k.owner.watchdogProps(s.hold, s.cfg, false), le)
 	if err != nil {
-		s.hold.Poison(lease.LossStoreError, fmt.Errorf("%w: %w", ErrWatchdogStopped, err))
-		k.l.sessionLost(s)
+		k.owner.sessionEnded(s, fmt.Errorf("%w: %w", ErrWatchdogStopped, err), false)
 		return
 	}
 	k.guards[guardKey{le.ID, le.Token}] = keptGuard{s: s, dog: pid}
@@ -190,26 +213,13 @@ func (k *keeper) terminated(who *actor.PID) {
 	if kg.s != nil {
 		// A session's watchdog stops after its poison, or by itself: either
 		// way, every lock under it is lost. (Close ends the session before
-		// it stops the keeper: then there is nothing left to end.)
-		kg.s.hold.Poison(lease.LossStoreError, ErrWatchdogStopped)
-		k.l.sessionLost(kg.s)
-		if !k.closing {
-			k.l.giveBackLapsed(kg.s.hold) // and with it the locks under it
-		}
+		// it stops the keeper: then there is nothing left to end.) Its key
+		// is given back with the locks under it.
+		k.owner.sessionEnded(kg.s, ErrWatchdogStopped, !k.closing)
 		return
 	}
-	k.l.held.Add(-1)
-	k.l.metrics.held.Add(context.Background(), -1)
-	h := kg.g.hold
-	if !k.closing {
-		k.l.giveBackLapsed(h) // its watchdog has stopped: no renewal can move the revision
-	}
-	if h.Poison(lease.LossStoreError, ErrWatchdogStopped) {
-		le := h.Lease()
-		k.l.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: watchdog stopped unexpectedly; lock poisoned",
-			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
-		k.l.emit(LockPoisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: h.Err()})
-	}
+	// Its watchdog has stopped: no renewal can move the revision.
+	k.owner.watchdogEnded(kg.g.hold, !k.closing)
 }
 
 // stop stops the watchdog of key, once, and closes stopped (if not nil)
@@ -271,4 +281,45 @@ func parseWatchdogID(id, parent string) (guardKey, bool) {
 		return guardKey{}, false
 	}
 	return guardKey{leaseID, lease.Token(n)}, true
+}
+
+// watchdogProps implements keeperOwner.
+func (l *Locker) watchdogProps(h *leasehold.Hold, cfg lease.Config, events bool) *actor.Props {
+	var report func(leasehold.Report)
+	if events && l.cfg.OnEvent != nil {
+		report = l.report
+	}
+	return leasehold.WatchdogProps(l.store, h, cfg, l.cfg.Logger, report)
+}
+
+// watchdogFailed implements keeperOwner.
+func (l *Locker) watchdogFailed(h *leasehold.Hold, err error) {
+	l.unheld() // counted by register
+	if h.Poison(lease.LossStoreError, fmt.Errorf("%w: %w", ErrWatchdogStopped, err)) {
+		le := h.Lease()
+		l.emit(LockPoisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: h.Err()})
+	}
+}
+
+// watchdogEnded implements keeperOwner.
+func (l *Locker) watchdogEnded(h *leasehold.Hold, giveBack bool) {
+	l.unheld()
+	if giveBack {
+		l.giveBackLapsed(h)
+	}
+	if h.Poison(lease.LossStoreError, ErrWatchdogStopped) {
+		le := h.Lease()
+		l.log.LogAttrs(context.Background(), slog.LevelWarn, "lock: watchdog stopped unexpectedly; lock poisoned",
+			slog.String("lease_id", le.ID), slog.String("owner_id", le.OwnerID), slog.Uint64("token", uint64(le.Token)))
+		l.emit(LockPoisoned{Subject: subject(le), Token: le.Token, Reason: lease.LossStoreError, Err: h.Err()})
+	}
+}
+
+// sessionEnded implements keeperOwner.
+func (l *Locker) sessionEnded(s *session, cause error, giveBack bool) {
+	s.hold.Poison(lease.LossStoreError, cause)
+	l.sessionLost(s)
+	if giveBack {
+		l.giveBackLapsed(s.hold)
+	}
 }

@@ -40,9 +40,9 @@ func (l *Locker) giveBackLapsed(h *leasehold.Hold) {
 	if !time.Now().Before(until) {
 		return
 	}
-	l.lapses.Add(1)
+	l.life.lapses.Add(1)
 	go func() {
-		defer l.lapses.Done()
+		defer l.life.lapses.Done()
 		l.releaseLapsed(le, from, until)
 	}()
 }
@@ -53,7 +53,7 @@ func (l *Locker) releaseLapsed(le lease.Lease, from, until time.Time) {
 	// at their TTL (its TTL after the last write was sent, past the lock's
 	// validity): such a store has nothing left to give back then, and the
 	// guard's owner, told at the renew deadline, has had its stop budget.
-	if !sleepUntil(l.bg, from) {
+	if !sleepUntil(l.life.bg, from) {
 		return
 	}
 	b := backoff.Backoff{Policy: giveBackRetry}
@@ -63,7 +63,7 @@ func (l *Locker) releaseLapsed(le lease.Lease, from, until time.Time) {
 		if until.Before(deadline) {
 			deadline = until
 		}
-		ctx, cancel := context.WithDeadline(l.bg, deadline)
+		ctx, cancel := context.WithDeadline(l.life.bg, deadline)
 		err := l.store.Release(ctx, le)
 		cancel()
 		switch {
@@ -75,12 +75,12 @@ func (l *Locker) releaseLapsed(le lease.Lease, from, until time.Time) {
 			return // taken over, expired or released meanwhile
 		}
 		wait := b.Failed(time.Now())
-		if l.bg.Err() != nil || !time.Now().Add(wait).Before(until) {
+		if l.life.bg.Err() != nil || !time.Now().Add(wait).Before(until) {
 			l.log.LogAttrs(context.Background(), slog.LevelDebug, "lock: the key of a lost lock was not given back",
 				slog.String("lease_id", le.ID), slog.Uint64("token", uint64(le.Token)), slog.Any("error", err))
 			return
 		}
-		sleepUntil(l.bg, time.Now().Add(wait))
+		sleepUntil(l.life.bg, time.Now().Add(wait))
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/internal/leasehold"
@@ -33,40 +31,13 @@ type Locker struct {
 	cfg      Config
 	owner    string
 	log      *slog.Logger
-	held     atomic.Int64 // locks held: with a live watchdog, or under a live session
 	metrics  *metrics
-
-	// The actor system and the keeper are started in the background by
-	// New (an actor system of our own costs milliseconds); started is
-	// closed once they are there.
-	started    chan struct{}
-	sys        *actor.ActorSystem
-	own        *actorsys.System // nil when the system was given
-	keeper     *actor.PID
-	keeperDone chan struct{} // closed when the keeper actor has stopped
-
-	pending pending // locks whose watchdog has not started yet
-
-	smu     sync.Mutex
-	sess    *session      // the current session, nil before the first
-	opening chan struct{} // closed when the session being opened is there
-
-	qmu    sync.Mutex
-	queues map[string]*queue // waiting Acquire calls, by resource
-
-	// bg ends when Close starts; lapses counts the lost locks whose keys
-	// are being given back (lapse.go).
-	bg       context.Context
-	bgCancel context.CancelFunc
-	lapses   sync.WaitGroup
-
-	mu        sync.Mutex
-	closed    bool
-	closing   chan struct{} // closed when Close starts
-	calls     int           // Acquire and TryAcquire calls in progress
-	callsDone chan struct{} // closed once closed and calls == 0
-	closeDone chan struct{} // closed when Close has finished
-	closeErr  error
+	held     heldCount   // locks held: with a live watchdog, or under a live session
+	host     host        // the actor system and the keeper
+	pending  pending     // locks whose watchdog has not started yet
+	slot     sessionSlot // the session, with Config.Session
+	queues   queues      // waiting Acquire calls, by resource
+	life     lifecycle   // calls in progress, and Close
 }
 
 // New returns a Locker over store. If store is also a lease.Watcher,
@@ -90,19 +61,16 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 		return nil, err
 	}
 	l := &Locker{
-		metrics:    m,
-		store:      store,
-		cfg:        cfg,
-		owner:      cfg.OwnerID,
-		log:        actorsys.Logger(cfg.Logger),
-		started:    make(chan struct{}),
-		keeperDone: make(chan struct{}),
-		queues:     make(map[string]*queue),
-		closing:    make(chan struct{}),
-		callsDone:  make(chan struct{}),
-		closeDone:  make(chan struct{}),
+		metrics: m,
+		held:    heldCount{gauge: m.held},
+		store:   store,
+		cfg:     cfg,
+		owner:   cfg.OwnerID,
+		log:     actorsys.Logger(cfg.Logger),
+		host:    host{started: make(chan struct{}), done: make(chan struct{})},
+		queues:  queues{m: make(map[string]*queue)},
 	}
-	l.bg, l.bgCancel = context.WithCancel(context.Background())
+	l.life.init()
 	if cfg.Session {
 		ss, ok := store.(lease.SessionStore)
 		if !ok {
@@ -125,13 +93,7 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 
 // start starts the actor system (unless given) and the keeper.
 func (l *Locker) start() {
-	defer close(l.started)
-	l.sys = l.cfg.System
-	if l.sys == nil {
-		l.own = actorsys.New(l.cfg.Logger)
-		l.sys = l.own.ActorSystem
-	}
-	l.keeper = l.sys.Root.SpawnPrefix(keeperProps(l), "aster-lock")
+	l.host.start(l.cfg.System, l.cfg.Logger, keeperProps(l, l.host.done))
 }
 
 // OwnerID returns the owner ID this Locker writes in every lock it holds.
@@ -139,7 +101,7 @@ func (l *Locker) OwnerID() string { return l.owner }
 
 // Held returns the number of locks held: with a running watchdog, or under
 // a live session.
-func (l *Locker) Held() int { return int(l.held.Load()) }
+func (l *Locker) Held() int { return int(l.held.n.Load()) }
 
 // Acquire blocks until it holds the lock on resource, or ctx is done, or
 // the Locker is closed. It tries at once; while another owner holds the
@@ -196,10 +158,10 @@ func (l *Locker) take(ctx context.Context, resource string, opts []Option, wait 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !l.begin() {
+	if !l.life.begin() {
 		return nil, lease.ErrClosed
 	}
-	defer l.end()
+	defer l.life.end()
 	c := &contender{l: l, ctx: ctx, cfg: cfg, resource: resource, term: lease.NewTerm(), // one tenure: every attempt
 		under: l.sessions != nil && !o.own}
 	if !wait {
@@ -265,8 +227,7 @@ func (l *Locker) giveBack(le lease.Lease) {
 // that a later Extend, release or Close finds the watchdog). It reports
 // false when Close has started.
 func (l *Locker) register(g *Guard, cfg lease.Config) bool {
-	l.held.Add(1) // before the keeper may count its end
-	l.metrics.held.Add(context.Background(), 1)
+	l.held.add(1) // before the keeper may count its end
 	if !l.deferWatchdog(g, cfg) {
 		l.unheld()
 		return false
@@ -275,24 +236,16 @@ func (l *Locker) register(g *Guard, cfg lease.Config) bool {
 }
 
 // unheld counts a lock with a lease of its own that is no longer held.
-func (l *Locker) unheld() {
-	l.held.Add(-1)
-	l.metrics.held.Add(context.Background(), -1)
-}
+func (l *Locker) unheld() { l.held.add(-1) }
 
 // sendKeeper sends msg to the keeper unless Close has started, and reports
-// whether it did. Sending under l.mu orders msg before Close's closeKeeper
-// in the keeper's mailbox, so the keeper handles it before it stops, and
-// nothing is sent to a stopped keeper.
+// whether it did. Sending while Close cannot start (lifecycle.whileOpen)
+// orders msg before Close's closeKeeper in the keeper's mailbox, so the
+// keeper handles it before it stops, and nothing is sent to a stopped
+// keeper.
 func (l *Locker) sendKeeper(msg any) bool {
-	<-l.started
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.sys.Root.Send(l.keeper, msg)
-	return true
+	<-l.host.started
+	return l.life.whileOpen(func() { l.host.send(msg) })
 }
 
 func (l *Locker) emit(ev Event) {
@@ -308,32 +261,6 @@ func (l *Locker) report(r leasehold.Report) {
 	}
 }
 
-// begin counts a call in progress, or reports false after Close.
-func (l *Locker) begin() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.calls++
-	return true
-}
-
-func (l *Locker) end() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.calls--
-	if l.closed && l.calls == 0 {
-		close(l.callsDone)
-	}
-}
-
-func (l *Locker) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
-}
-
 // Close releases every lock still held (with a compare-and-swap, as
 // Guard.Release does), stops the watchdogs and the Locker's own actor
 // system, and makes later Acquire and TryAcquire calls (and those waiting)
@@ -345,83 +272,73 @@ func (l *Locker) isClosed() bool {
 // idempotent: later calls wait for the first (or their own ctx) and return
 // its result.
 func (l *Locker) Close(ctx context.Context) error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		select {
-		case <-l.closeDone:
-			return l.closeErr
-		case <-ctx.Done():
-			return fmt.Errorf("lock: close: %w", ctx.Err())
-		}
+	if !l.life.startClose() {
+		return l.life.closeResult(ctx)
 	}
-	l.closed = true
-	close(l.closing)
-	l.bgCancel()
-	if l.calls == 0 {
-		close(l.callsDone)
-	}
-	l.mu.Unlock()
-	defer close(l.closeDone)
-
+	defer close(l.life.closeDone)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultCloseTimeout)
 		defer cancel()
 	}
+	l.life.closeErr = l.close(ctx)
+	return l.life.closeErr
+}
+
+// close is Close's work, in steps, once the Locker is marked closed.
+func (l *Locker) close(ctx context.Context) error {
 	var report CloseError
-	if !wait(ctx, l.started, nil) {
+	if !wait(ctx, l.host.started, nil) {
 		report.NotStopped = append(report.NotStopped, "the actor system (it did not start)")
-		l.closeErr = report.err()
-		return l.closeErr
+		return report.err()
 	}
 
-	// No lock is taken under the session from now on, and the locks under
-	// it are marked released.
+	// 1. No lock is taken under the session from now on, and the locks
+	//    under it are marked released.
 	sess, bound := l.closeSession()
 
-	// Locks whose watchdog has not started yet never will.
+	// 2. Locks whose watchdog has not started yet never will.
 	waiting := l.closePending()
 	for _, g := range waiting {
 		g.hold.MarkReleased()
 		l.unheld()
 	}
 
-	// The keeper refuses new watchdogs from now on, marks every Hold
-	// released (no token, no new renewal) and lists the guards.
+	// 3. The keeper refuses new watchdogs from now on, marks every Hold
+	//    released (no token, no new renewal) and lists the guards.
 	var guards []*Guard
 	reply := make(chan []*Guard, 1)
-	l.sys.Root.Send(l.keeper, closeKeeper{reply: reply})
+	l.host.send(closeKeeper{reply: reply})
 	if !wait(ctx, reply, &guards) {
 		report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
 	}
 	guards = append(guards, waiting...)
 
-	// Stopping the keeper stops every watchdog; each finishes the renewal
-	// it may be sending (aborted: its Hold has ended) before it stops.
-	l.sys.Root.Stop(l.keeper)
-	if !wait(ctx, l.keeperDone, nil) {
-		report.NotStopped = append(report.NotStopped, strconv.FormatInt(l.held.Load(), 10)+" watchdogs")
+	// 4. Stopping the keeper stops every watchdog; each finishes the
+	//    renewal it may be sending (aborted: its Hold has ended) before it
+	//    stops.
+	l.host.sys.Root.Stop(l.host.keeper)
+	if !wait(ctx, l.host.done, nil) {
+		report.NotStopped = append(report.NotStopped, strconv.FormatInt(l.held.n.Load(), 10)+" watchdogs")
 	}
 
+	// 5. Release the locks, then the session.
 	report.NotReleased = l.releaseAll(ctx, guards)
 	report.NotReleased = append(report.NotReleased, l.releaseSession(ctx, sess, bound)...)
 
-	if !wait(ctx, l.callsDone, nil) {
-		l.mu.Lock()
-		n := l.calls
-		l.mu.Unlock()
-		report.NotStopped = append(report.NotStopped, strconv.Itoa(n)+" acquire calls")
+	// 6. Wait for the calls in progress, and the keys being given back.
+	if !wait(ctx, l.life.callsDone, nil) {
+		report.NotStopped = append(report.NotStopped, strconv.Itoa(l.life.inProgress())+" acquire calls")
 	}
-	l.lapses.Wait() // each ends promptly: its store call honours bg, cancelled above
-	if l.own != nil {
-		l.own.Shutdown()
+	l.life.lapses.Wait() // each ends promptly: its store call honours bg, cancelled above
+	if l.host.own != nil {
+		l.host.own.Shutdown()
 	}
-	l.closeErr = report.err()
-	if l.closeErr != nil {
-		l.log.Warn("lock: closed with problems", "error", l.closeErr)
+	err := report.err()
+	if err != nil {
+		l.log.Warn("lock: closed with problems", "error", err)
 	}
-	return l.closeErr
+	return err
 }
 
 // wait receives from ch into *v (when v is not nil) and reports true, or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -35,6 +36,19 @@ type metrics struct {
 	held     metric.Int64UpDownCounter
 	wait     metric.Float64Histogram
 	outcomes map[string]metric.MeasurementOption // the attribute of each outcome
+}
+
+// heldCount counts the locks a Locker holds (Locker.Held) and reports the
+// changes to MetricHeld.
+type heldCount struct {
+	n     atomic.Int64
+	gauge metric.Int64UpDownCounter
+}
+
+// add changes the count by d.
+func (h *heldCount) add(d int64) {
+	h.n.Add(d)
+	h.gauge.Add(context.Background(), d)
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {

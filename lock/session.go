@@ -23,36 +23,45 @@ type session struct {
 	guards map[*Guard]struct{} // the locks held under it
 }
 
+// sessionSlot holds a Locker's current session, and the opening of the
+// next one.
+type sessionSlot struct {
+	mu      sync.Mutex
+	cur     *session      // nil before the first
+	opening chan struct{} // closed when the session being opened is there
+}
+
 // sessionKey is the lease ID of a session of term.
 func (l *Locker) sessionKey(term string) string { return l.cfg.Prefix + "session." + term }
 
 // session returns the Locker's session, opening one when there is none
 // (or the last one ended). Concurrent callers share one opening.
 func (l *Locker) session(ctx context.Context) (*session, error) {
+	slot := &l.slot
 	for {
-		l.smu.Lock()
-		s, opening := l.sess, l.opening
+		slot.mu.Lock()
+		s, opening := slot.cur, slot.opening
 		if s != nil && s.live() {
-			l.smu.Unlock()
+			slot.mu.Unlock()
 			return s, nil
 		}
 		if opening == nil {
-			l.opening = make(chan struct{})
-			opening = l.opening
-			l.smu.Unlock()
+			slot.opening = make(chan struct{})
+			opening = slot.opening
+			slot.mu.Unlock()
 			s, err := l.openSession(ctx)
-			l.smu.Lock()
-			l.opening = nil
-			l.smu.Unlock()
+			slot.mu.Lock()
+			slot.opening = nil
+			slot.mu.Unlock()
 			close(opening)
 			return s, err
 		}
-		l.smu.Unlock()
+		slot.mu.Unlock()
 		select {
 		case <-opening:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-l.closing:
+		case <-l.life.closing:
 			return nil, lease.ErrClosed
 		}
 	}
@@ -93,15 +102,15 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 	s := &session{hold: hold, cfg: cfg, guards: make(map[*Guard]struct{})}
 	// The session is the Locker's before its watchdog starts, so that a
 	// Close that starts now finds it and releases it.
-	l.smu.Lock()
-	if l.isClosed() {
-		l.smu.Unlock()
+	l.slot.mu.Lock()
+	if l.life.isClosed() {
+		l.slot.mu.Unlock()
 		hold.MarkReleased()
 		l.giveBack(a.Lease)
 		return nil, lease.ErrClosed
 	}
-	l.sess = s
-	l.smu.Unlock()
+	l.slot.cur = s
+	l.slot.mu.Unlock()
 	if !l.sendKeeper(spawnSession{s: s}) {
 		return nil, lease.ErrClosed // Close releases it
 	}
@@ -117,8 +126,7 @@ func (s *session) add(g *Guard) bool {
 		return false
 	}
 	s.guards[g] = struct{}{}
-	g.l.held.Add(1)
-	g.l.metrics.held.Add(context.Background(), 1)
+	g.l.held.add(1)
 	return true
 }
 
@@ -130,8 +138,7 @@ func (s *session) remove(g *Guard) bool {
 		return false
 	}
 	delete(s.guards, g)
-	g.l.held.Add(-1)
-	g.l.metrics.held.Add(context.Background(), -1)
+	g.l.held.add(-1)
 	return true
 }
 
@@ -150,14 +157,13 @@ func (s *session) end(l *Locker) []*Guard {
 	}
 	s.guards = nil
 	s.mu.Unlock()
-	l.smu.Lock()
-	if l.sess == s {
-		l.sess = nil
+	l.slot.mu.Lock()
+	if l.slot.cur == s {
+		l.slot.cur = nil
 	}
-	l.smu.Unlock()
+	l.slot.mu.Unlock()
 	if n := int64(len(guards)); n > 0 {
-		l.held.Add(-n)
-		l.metrics.held.Add(context.Background(), -n)
+		l.held.add(-n)
 	}
 	return guards
 }
@@ -190,9 +196,9 @@ func (l *Locker) sessionLost(s *session) {
 // it any more, and its guards are marked released. It returns the session
 // (nil if none) and those guards.
 func (l *Locker) closeSession() (*session, []*Guard) {
-	l.smu.Lock()
-	s := l.sess
-	l.smu.Unlock()
+	l.slot.mu.Lock()
+	s := l.slot.cur
+	l.slot.mu.Unlock()
 	if s == nil {
 		return nil, nil
 	}

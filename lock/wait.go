@@ -24,206 +24,157 @@ type contender struct {
 	expiresIn time.Duration
 }
 
-// queue holds the Acquire calls of one Locker waiting for one resource,
-// first come first served: only the first contends at the store.
-type queue struct {
-	waiters []*waiter
-	holder  *Guard // the guard the last waiter that left with the lock got
-}
-
-// waiter is one Acquire call in a queue.
-type waiter struct {
-	turn chan struct{} // closed when the waiter is first
-	poke chan struct{} // a guard of this Locker released the resource (buffered)
-}
-
-// enqueue adds a waiter for resource, first if nobody waits.
-func (l *Locker) enqueue(resource string) (*waiter, *queue) {
-	w := &waiter{turn: make(chan struct{}), poke: make(chan struct{}, 1)}
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	q := l.queues[resource]
-	if q == nil {
-		q = &queue{}
-		l.queues[resource] = q
-	}
-	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
-		close(w.turn)
-	}
-	return w, q
-}
-
-// queued reports whether Acquire calls of this Locker wait for resource.
-func (l *Locker) queued(resource string) bool {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	return l.queues[resource] != nil
-}
-
-// dequeue removes w from the queue of resource, with the guard it got (if
-// any), and hands the turn to the next waiter.
-func (l *Locker) dequeue(resource string, w *waiter, got *Guard) {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	q := l.queues[resource]
-	if q == nil {
-		return
-	}
-	if got != nil {
-		q.holder = got
-	}
-	for i, x := range q.waiters {
-		if x != w {
-			continue
-		}
-		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-		if i == 0 && len(q.waiters) > 0 {
-			close(q.waiters[0].turn)
-		}
-		break
-	}
-	if len(q.waiters) == 0 {
-		delete(l.queues, resource)
-	}
-}
-
-// pokeWaiter tells the first waiter for g's resource, if any, that g, a
-// guard of this Locker, has just released it, so that it tries at once.
-// A waiter that took the lock since (woken by its watch before the poke)
-// has handed the turn on: the next waiter waits for that waiter's guard,
-// not for g, and a poke of g would only cost it a store call that finds
-// the lock held. A guard that did not come from the queue (a TryAcquire)
-// pokes while the queue's last guard has ended.
-func (l *Locker) pokeWaiter(g *Guard) {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	if q := l.queues[g.resource]; q != nil && len(q.waiters) > 0 &&
-		(q.holder == nil || q.holder == g || q.holder.Err() != nil) {
-		select {
-		case q.waiters[0].poke <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// localHolder returns the guard of this Locker that holds the resource of
-// q, if the last waiter of q left with one that has not ended.
-func (l *Locker) localHolder(q *queue) *Guard {
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	if q.holder != nil && q.holder.Err() == nil {
-		return q.holder
-	}
-	return nil
-}
-
 // wait is a waiting Acquire: it queues behind the calls of this Locker
 // that wait for the same resource, then tries, and waits for the watch, a
 // release by this Locker or its next poll before it tries again.
 func (c *contender) wait() (*Guard, error) {
-	l, ctx := c.l, c.ctx
-	sawOther := false
-	session := "" // the session of the last holder seen, watched too
+	l := c.l
+	s := &waitLoop{c: c, poll: backoff.Backoff{Policy: pollPolicy(c.cfg.EffectiveStandbyRetryInterval())}}
+	// 1. Nobody of this Locker waits for the resource: try at once, as a
+	//    TryAcquire would, before queueing and watching.
 	tried := false
-	if !l.queued(c.resource) {
-		// Nobody of this Locker waits for the resource: try at once, as a
-		// TryAcquire would, before queueing and watching.
-		g, holder, err := c.attempt(false)
-		switch {
-		case g != nil:
-			return g, nil
-		case err != nil && fatal(err):
-			return nil, fmt.Errorf("lock: acquire %s: %w", c.resource, err)
-		case err == nil:
-			tried, sawOther, session = true, true, holder.Session
+	if !l.queues.queued(c.resource) {
+		g, saw, err := s.try(false)
+		if g != nil || err != nil {
+			return g, err
 		}
+		tried = saw
 	}
-	w, q := l.enqueue(c.resource)
+	// 2. Queue behind this Locker's other waiters for the resource.
+	w, q := l.queues.enqueue(c.resource)
 	var got *Guard
-	defer func() { l.dequeue(c.resource, w, got) }()
-	// First at once after the attempt above: watch before trying again.
-	skip := false
-	select {
-	case <-w.turn:
-		skip = tried
-	default:
-		select {
-		case <-w.turn:
-		case <-ctx.Done():
-			return nil, ctxError(ctx, c.resource)
-		case <-l.closing:
-			return nil, fmt.Errorf("lock: acquire %s: %w", c.resource, lease.ErrClosed)
-		}
+	defer func() { l.queues.dequeue(c.resource, w, got) }()
+	skip, err := c.turn(w, tried)
+	if err != nil {
+		return nil, err
 	}
-
-	var watch watches
-	defer watch.stop()
-	poll := backoff.Backoff{Policy: pollPolicy(c.cfg.EffectiveStandbyRetryInterval())}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	seen, seenAt := "", time.Time{} // the holder's session, since when
-	// The waiter before this one may have just taken the lock: then wait
-	// for its release (which pokes) instead of asking the store.
-	if g := l.localHolder(q); g != nil {
-		skip, session, sawOther = true, g.sessionID(), true
+	defer s.stop()
+	// 3. The waiter before this one may have just taken the lock: then wait
+	//    for its release (which pokes) instead of asking the store.
+	if g := l.queues.localHolder(q); g != nil {
+		skip, s.session, s.handover = true, g.sessionID(), true
 	}
+	// 4. Try; until the lock is held, wait for a watch, a poke or the poll.
 	for {
 		if !skip {
-			g, holder, err := c.attempt(sawOther)
-			switch {
-			case g != nil:
+			g, _, err := s.try(true)
+			if g != nil {
 				got = g
 				return g, nil
-			case err != nil && fatal(err):
-				return nil, fmt.Errorf("lock: acquire %s: %w", c.resource, err)
-			case err != nil:
-				l.log.Debug("lock: acquisition failed; retrying", "lease_id", c.cfg.LeaseID, "error", err)
-			default:
-				sawOther, session = true, holder.Session
+			}
+			if err != nil {
+				return nil, err
 			}
 		}
 		skip = false
-		// Watches are opened after the first attempt (an uncontended
-		// Acquire opens none); each reports the key's current state first,
-		// so a release between the attempt and the watch is not missed.
-		now := time.Now()
-		if session != seen {
-			seen, seenAt = session, now
+		if err := s.sleep(w.poke); err != nil {
+			return nil, err
 		}
-		// A session is watched once its lock has stayed held under it for
-		// sessionWatchDelay: a lock that changes hands quickly costs no
-		// watch of each holder's session (its key's watch sees releases),
-		// and one held by a session that dies is still taken over as soon
-		// as the session expires.
-		wait := seenAt.Add(sessionWatchDelay).Sub(now)
-		if wait > 0 {
-			watch.follow(c, "")
-		} else {
-			watch.follow(c, session)
+	}
+}
+
+// turn waits until w is first in its queue. It reports skip when w was
+// first at once and tried is true: the attempt just made is not repeated
+// before watching.
+func (c *contender) turn(w *waiter, tried bool) (skip bool, err error) {
+	select {
+	case <-w.turn:
+		return tried, nil
+	default:
+	}
+	select {
+	case <-w.turn:
+		return false, nil
+	case <-c.ctx.Done():
+		return false, ctxError(c.ctx, c.resource)
+	case <-c.l.life.closing:
+		return false, fmt.Errorf("lock: acquire %s: %w", c.resource, lease.ErrClosed)
+	}
+}
+
+// waitLoop is what a waiting Acquire keeps between its attempts.
+type waitLoop struct {
+	c        *contender
+	handover bool   // another holder was seen: an acquisition is a handover
+	session  string // the session of the last holder seen, watched too
+	seen     string // the holder's session since seenAt
+	seenAt   time.Time
+	poll     backoff.Backoff
+	timer    *time.Timer
+	watch    watches
+}
+
+// try makes one attempt. It returns the guard; or saw, true when it found
+// another holder; or an error that waiting cannot fix. A transient error is
+// logged (when logRetry) and reported as neither.
+func (s *waitLoop) try(logRetry bool) (g *Guard, saw bool, err error) {
+	c := s.c
+	g, holder, err := c.attempt(s.handover)
+	switch {
+	case g != nil:
+		return g, false, nil
+	case err != nil && fatal(err):
+		return nil, false, fmt.Errorf("lock: acquire %s: %w", c.resource, err)
+	case err != nil:
+		if logRetry {
+			c.l.log.Debug("lock: acquisition failed; retrying", "lease_id", c.cfg.LeaseID, "error", err)
 		}
-		delay := poll.Failed(now)
-		if session != "" && wait > 0 {
-			delay = min(delay, wait)
+		return nil, false, nil
+	}
+	s.handover, s.session = true, holder.Session
+	return nil, true, nil
+}
+
+// sleep follows the watches and waits until it is time to try again: a
+// watch reported the key or the session free, poke (this Locker released
+// the resource), or the poll timer. It returns the call's error when the
+// call must end (ctx done, or Close).
+func (s *waitLoop) sleep(poke <-chan struct{}) error {
+	c := s.c
+	// Watches are opened after the first attempt (an uncontended Acquire
+	// opens none); each reports the key's current state first, so a
+	// release between the attempt and the watch is not missed.
+	now := time.Now()
+	if s.session != s.seen {
+		s.seen, s.seenAt = s.session, now
+	}
+	// A session is watched once its lock has stayed held under it for
+	// sessionWatchDelay: a lock that changes hands quickly costs no watch
+	// of each holder's session (its key's watch sees releases), and one
+	// held by a session that dies is still taken over as soon as the
+	// session expires.
+	wait := s.seenAt.Add(sessionWatchDelay).Sub(now)
+	if wait > 0 {
+		s.watch.follow(c, "")
+	} else {
+		s.watch.follow(c, s.session)
+	}
+	delay := s.poll.Failed(now)
+	if s.session != "" && wait > 0 {
+		delay = min(delay, wait)
+	}
+	if c.expiresIn > 0 {
+		delay = min(delay, c.expiresIn+time.Millisecond)
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(delay)
+	} else {
+		s.timer.Reset(delay)
+	}
+	if err := s.watch.wait(c.ctx, c.l.life.closing, poke, s.timer.C); err != nil {
+		if err == lease.ErrClosed {
+			return fmt.Errorf("lock: acquire %s: %w", c.resource, err)
 		}
-		if c.expiresIn > 0 {
-			delay = min(delay, c.expiresIn+time.Millisecond)
-		}
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-		if err := watch.wait(ctx, l.closing, w.poke, timer.C); err != nil {
-			if err == lease.ErrClosed {
-				return nil, fmt.Errorf("lock: acquire %s: %w", c.resource, err)
-			}
-			return nil, ctxError(ctx, c.resource)
-		}
+		return ctxError(c.ctx, c.resource)
+	}
+	return nil
+}
+
+// stop stops the watches and the timer.
+func (s *waitLoop) stop() {
+	s.watch.stop()
+	if s.timer != nil {
+		s.timer.Stop()
 	}
 }
 
@@ -357,7 +308,7 @@ func (c *contender) attempt(handover bool) (*Guard, lease.Holder, error) {
 		l.giveBack(a.Lease)
 		return nil, lease.Holder{}, lease.ErrClosed
 	}
-	if l.isClosed() {
+	if l.life.isClosed() {
 		// Close started after the keeper took the guard: Close releases it.
 		return nil, lease.Holder{}, lease.ErrClosed
 	}
@@ -394,7 +345,7 @@ func (c *contender) attemptUnder(handover bool) (*Guard, lease.Holder, error) {
 		// The session ended (lost, or Close) after the lock was written
 		// under it: the lock is free already; clean its key up.
 		l.giveBack(a.Lease)
-		if l.isClosed() {
+		if l.life.isClosed() {
 			return nil, lease.Holder{}, lease.ErrClosed
 		}
 		return nil, lease.Holder{}, fmt.Errorf("%w: the session ended while the lock was taken", lease.ErrUnavailable)
