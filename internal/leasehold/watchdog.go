@@ -289,6 +289,22 @@ func (w *watchdog) disarm() {
 	}
 }
 
+// deadlineCause says why the renew deadline passed before a renewal could
+// be sent: the last renewal's error, or none, and a suspension of the
+// machine since the last successful write, which nothing else would tell an
+// operator.
+func (w *watchdog) deadlineCause() error {
+	cause := w.last
+	if cause == nil {
+		cause = ErrRenewDeadline
+	}
+	if d := w.hold.suspended(); d > 0 {
+		cause = fmt.Errorf("%w (the machine was suspended for %v since the last renewal was sent)", cause,
+			d.Round(time.Millisecond))
+	}
+	return cause
+}
+
 // renew sends one renewal and decides what happens next. It returns the
 // renewal's error. For an Extend (extending), an answer that the request is
 // invalid is returned without poisoning or re-arming: the caller restores
@@ -304,17 +320,7 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 	}
 	sent := Now()
 	if !sent.At.Before(deadline) {
-		cause := w.last
-		if cause == nil {
-			cause = ErrRenewDeadline
-		}
-		if d := w.hold.suspended(); d > 0 {
-			// Say so: nothing else tells an operator why a healthy
-			// process missed its deadline.
-			cause = fmt.Errorf("%w (the machine was suspended for %v since the last renewal was sent)", cause,
-				d.Round(time.Millisecond))
-		}
-		w.poison(c, l, lease.LossDeadline, cause)
+		w.poison(c, l, lease.LossDeadline, w.deadlineCause())
 		return w.hold.Err()
 	}
 	period := renewPeriod(w.interval, l.TTL)
