@@ -1,8 +1,12 @@
 package natsstore_test
 
 import (
+	"bytes"
+	"log/slog"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +124,42 @@ func TestRenewalNeverLandsInABucketMadeAgainByHand(t *testing.T) {
 	e, err := bucket(t, js, "again").Get(ctxT(t), "job")
 	require.NoError(t, err)
 	assert.Equal(t, took.Revision, e.Revision(), "owner-b's acquisition was written over: %s", e.Value())
+}
+
+// The store's log lines name the bucket once (its logger carries it).
+func TestLogNamesTheBucketOnce(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	byHand(t, srv.ClientURL(), jetstream.KeyValueConfig{Bucket: "logged", History: 1,
+		Storage: jetstream.FileStorage})
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	dial(t, srv.ClientURL(), natsstore.Config{Bucket: "logged", Logger: log})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	warned := 0
+	for _, l := range lines {
+		assert.LessOrEqual(t, strings.Count(l, "bucket=logged"), 1, "the bucket twice: %s", l)
+		if strings.Contains(l, "level=WARN") {
+			warned++
+		}
+	}
+	assert.GreaterOrEqual(t, warned, 2, "the fallback and the missing maximum TTL are warned about:\n%s", buf.String())
+}
+
+// syncBuffer is a bytes.Buffer safe for the store's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

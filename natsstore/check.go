@@ -187,9 +187,8 @@ func (s *Store) fallBack(why string) {
 	if !s.mode.CompareAndSwap(uint32(ExpiryServer), uint32(ExpiryObserved)) {
 		return
 	}
-	s.log.Warn("natsstore: "+why+"; leases are written without a per-message TTL from now on: contenders "+
-		"still take a lease they have seen unchanged for its TTL, but the server removes none that nobody takes",
-		"bucket", s.bucket)
+	s.log.Warn("natsstore: " + why + "; leases are written without a per-message TTL from now on: contenders " +
+		"still take a lease they have seen unchanged for its TTL, but the server removes none that nobody takes")
 	s.emit(ExpiryFallback{Bucket: s.bucket, Reason: why})
 }
 
@@ -199,7 +198,7 @@ func (s *Store) halt(be *BucketError) *BucketError {
 	if !s.broken.CompareAndSwap(nil, be) {
 		return s.broken.Load()
 	}
-	s.log.Error("natsstore: the store stopped: "+be.Error(), "bucket", s.bucket, "problem", be.Problem.String())
+	s.log.Error("natsstore: the store stopped: "+be.Error(), "problem", be.Problem.String())
 	if be.Problem != ProblemSequenceRegression {
 		s.emit(BucketUnusable{Bucket: s.bucket, Problem: be.Problem, Reason: be.Detail})
 	}
@@ -214,7 +213,7 @@ func (s *Store) regressed(key string, highest, got uint64) *BucketError {
 		Detail: fmt.Sprintf("%s at revision %d, below revision %d seen before", where, got, highest),
 		Fix:    fixRegression}
 	if s.broken.CompareAndSwap(nil, be) {
-		s.log.Error("natsstore: the store stopped: "+be.Error(), "bucket", s.bucket, "problem", be.Problem.String())
+		s.log.Error("natsstore: the store stopped: "+be.Error(), "problem", be.Problem.String())
 		s.emit(SequenceRegression{Bucket: s.bucket, Key: key, Highest: highest, Got: got})
 		return be
 	}

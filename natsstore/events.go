@@ -34,7 +34,7 @@ type ExpiryFallback struct {
 
 // CorruptKey reports a value under a lease key that is not a lease this
 // package wrote. Nobody can take the lease until an operator deletes the key
-// (nats kv del BUCKET KEY).
+// (nats kv del BUCKET KEY), and then for the bucket's maximum lease TTL.
 type CorruptKey struct {
 	Bucket   string
 	Key      string
@@ -80,7 +80,8 @@ func (e ExpiryFallback) String() string {
 }
 
 func (e CorruptKey) String() string {
-	return fmt.Sprintf("key %q in bucket %q at revision %d is not an aster lease (%s); delete it: nats kv del %s %s",
+	return fmt.Sprintf("key %q in bucket %q at revision %d is not an aster lease (%s); delete it: nats kv del %s %s "+
+		"(nobody may take it then for the bucket's maximum lease TTL: its last holder may still be acting)",
 		e.Key, e.Bucket, e.Revision, e.Reason, e.Bucket, e.Key)
 }
 

@@ -69,7 +69,8 @@ const (
 	// KeyExpired: the server removed it when its TTL ran out; it is free.
 	KeyExpired
 	// KeyDeleted: deleted by hand (nats kv del) or through the stream API.
-	// Contenders wait one TTL before they take it: its last holder may
+	// Contenders wait the bucket's maximum lease TTL (Store.MaxTTL) from
+	// when they see it vanish before they take it: its last holder may
 	// still be acting.
 	KeyDeleted
 	// KeyPurged: purged by hand (nats kv purge). Contenders wait as for

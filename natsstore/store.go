@@ -235,12 +235,12 @@ func (s *Store) opened(ctx context.Context, st bucketState) {
 		s.emit(BucketCreated{Bucket: s.bucket, Domain: st.facts.domain, Replicas: st.replicas})
 	}
 	if st.fallback != "" {
-		s.log.Warn("natsstore: "+st.fallback+"; expiry is judged by contenders watching for an unchanged revision "+
-			"for a lease's TTL, and watchers do not see expiries", "bucket", s.bucket)
+		s.log.Warn("natsstore: " + st.fallback + "; expiry is judged by contenders watching for an unchanged revision " +
+			"for a lease's TTL, and watchers do not see expiries")
 		s.emit(ExpiryFallback{Bucket: s.bucket, Reason: st.fallback})
 	}
 	for _, why := range st.degraded {
-		s.log.Warn("natsstore: "+why, "bucket", s.bucket)
+		s.log.Warn("natsstore: " + why)
 		s.emit(BucketDegraded{Bucket: s.bucket, Reason: why})
 	}
 }
