@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -42,10 +43,11 @@ import (
 //
 // The Watchdog stops renewing as soon as the Hold ends (poisoned or
 // MarkReleased), aborting a renewal in flight; stop the actor then. It
-// holds one tick timer, cancelled when it stops or restarts, and while a
-// renewal is in flight a second timer, at the renew deadline, that lives
-// as long as that call; it has no goroutine of its own: a renewal runs on
-// the actor's mailbox goroutine.
+// holds one tick timer, cancelled when it stops or restarts, and a second
+// timer, armed at the renew deadline while a renewal is in flight; it has
+// no goroutine of its own: a renewal runs on the goroutine of the tick
+// timer's callback, which runs the actor's mailbox (tickDispatcher), or
+// on a mailbox goroutine for messages sent by others.
 // An Extend message renews at once with a new TTL; when the store refuses
 // the new TTL as invalid (lease.ErrInvalid, e.g. under its floor), the
 // previous TTL and schedule are kept and the lease is not poisoned.
@@ -70,6 +72,7 @@ type watchdogSpec struct {
 	log      *slog.Logger
 	onReport func(Report)
 	hooks    *watchdogHooks // nil but in tests
+	dispatch *tickDispatcher
 }
 
 // watchdogHooks lets a test take over what makes a watchdog's schedule
@@ -100,8 +103,57 @@ func (s *watchdogSpec) watchdog() *watchdog { return &watchdog{watchdogSpec: s} 
 
 // props returns the Props of the Watchdog s describes.
 func (s *watchdogSpec) props() *actor.Props {
+	s.dispatch = &tickDispatcher{}
 	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return s.watchdog() },
-		actor.WithMailbox(watchdogMailbox))
+		actor.WithMailbox(watchdogMailbox), actor.WithDispatcher(s.dispatch))
+}
+
+// tickDispatcher is a watchdog's mailbox dispatcher. protoactor's default
+// one starts a goroutine whenever an idle mailbox gets a message, and a
+// timer's callback runs on a goroutine of its own: two new goroutines per
+// renewal, the second one growing its stack through the store call (most
+// of a renewal's CPU, in runtime.newstack and stackpoolalloc). Instead,
+// the tick timer's callback claims the dispatch of the tick it sends
+// (arm), and then runs the mailbox itself: one goroutine per renewal.
+// Whatever else schedules the mailbox gets a goroutine of its own, as with
+// the default dispatcher.
+type tickDispatcher struct {
+	// slot is nil, tickArmed while the tick's callback sends, or the
+	// mailbox's run function that was scheduled meanwhile, for the
+	// callback to run.
+	slot atomic.Pointer[func()]
+}
+
+// tickArmed marks a tickDispatcher's slot as claimed by the tick callback.
+var tickArmed = new(func())
+
+// dispatchThroughput is how many messages a mailbox handles before it
+// yields, as protoactor's default.
+const dispatchThroughput = 300
+
+// Schedule implements actor.Dispatcher: while the tick callback sends, it
+// leaves fn to that callback; otherwise it starts a goroutine.
+func (d *tickDispatcher) Schedule(fn func()) {
+	if d.slot.CompareAndSwap(tickArmed, &fn) {
+		return
+	}
+	go fn()
+}
+
+// Throughput implements actor.Dispatcher.
+func (d *tickDispatcher) Throughput() int { return dispatchThroughput }
+
+// arm claims the next Schedule, until take.
+func (d *tickDispatcher) arm() { d.slot.Store(tickArmed) }
+
+// take ends the claim and returns the mailbox's run function if one was
+// scheduled meanwhile (by the callback's send or by any other), for the
+// caller to run; nil otherwise.
+func (d *tickDispatcher) take() func() {
+	if p := d.slot.Swap(nil); p != nil && p != tickArmed {
+		return *p
+	}
+	return nil
 }
 
 // watchdog is the Watchdog actor. It is kept small: a process may run one
@@ -112,25 +164,27 @@ type watchdog struct {
 	self   *actor.PID
 	system *actor.ActorSystem
 	timer  *time.Timer // the tick timer
+	dtimer *time.Timer // the deadline timer of the renewals in flight
 	due    time.Time   // when the tick timer fires; zero when disarmed
 	retry  backoff.Backoff
 	fails  int
 	last   error // the last transient renewal error
 
-	// mu guards epoch, stopped and overran, which the timers' callbacks
-	// read and write: once the actor is stopping, a tick callback already
-	// under way must not send it a tick, which would go to dead letters.
-	// While a renewal is in flight, a timer of its own is armed at the
-	// renew deadline, and firing poisons the Hold at once, whatever the
-	// store call is doing (overran). epoch tells that callback whether its
-	// call is still the one in flight: it is incremented when a call starts
-	// (odd: in flight) and when it returns (even), so the deadline callback
-	// of an earlier call, started too late to be stopped, is not taken for
-	// the current call's. (The fields are in this order to fit in 16 bytes.)
-	mu      sync.Mutex
-	epoch   uint32
-	stopped bool
-	overran bool
+	// mu guards epoch, deadline, stopped and overran, which the timers'
+	// callbacks read and write: once the actor is stopping, a tick callback
+	// already under way must not send it a tick, which would go to dead
+	// letters. While a renewal is in flight, the deadline timer is armed at
+	// its renew deadline, and firing poisons the Hold at once, whatever the
+	// store call is doing (overran). epoch tells that callback whether a
+	// call is in flight: it is incremented when a call starts (odd: in
+	// flight) and when it returns (even); deadline is the in-flight call's,
+	// so that the callback of an earlier call, started too late to be
+	// stopped, does nothing to a later call before its own deadline.
+	mu       sync.Mutex
+	epoch    uint32
+	stopped  bool
+	overran  bool
+	deadline time.Time
 
 	done bool // no more renewals: the Hold ended
 	// jitter: the renewal was sent late; the period after it, if it
@@ -237,25 +291,62 @@ func (w *watchdog) arm(due time.Time) {
 // fire is the tick timer's callback. It only ever sends a tick, which
 // Receive ignores when stale (w.due), and nothing once the actor is
 // stopping: the tick would be a dead letter.
+//
+// Without test hooks on the timers, it then runs the mailbox on its own
+// goroutine (tickDispatcher), after unlocking: the tick's renewal takes mu.
 func (w *watchdog) fire() {
+	inline := w.hooks == nil || w.hooks.afterFunc == nil // a test's timers may call back from its own goroutine
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.stopped {
-		w.system.Root.Send(w.self, renewTick{})
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	if inline {
+		w.dispatch.arm()
+	}
+	w.system.Root.Send(w.self, renewTick{})
+	var run func()
+	if inline {
+		run = w.dispatch.take()
+	}
+	w.mu.Unlock()
+	if run != nil {
+		growStack()
+		run()
 	}
 }
 
-// overrun is the callback of the deadline timer of the renewal call of
-// epoch: the renew deadline passed with that store call still in flight.
-// It ends the Hold now, so that token reads fail and the workload's context
-// is cancelled before the validity ends; Poison also aborts the call, and
-// the watchdog tells its parent when the call returns. A callback whose
-// call has returned (it fired as the call returned, and started too late
-// to be stopped) does nothing.
-func (w *watchdog) overrun(epoch uint32) {
+// renewStack is about what a renewal uses of its goroutine's stack, through
+// protoactor's mailbox and the store call (more with NATS).
+const renewStack = 5 << 10
+
+// growStack makes the calling goroutine's stack big enough for a renewal
+// in one step, while the stack is still shallow: a goroutine starts with a
+// small stack, and growing it from deep in a renewal copied and adjusted
+// every frame, twice (runtime.copystack, a quarter of a renewal's CPU).
+//
+//go:noinline
+func growStack() {
+	var frame [renewStack]byte
+	stackSink(frame[:])
+}
+
+// stackSink keeps growStack's frame from being optimised away.
+//
+//go:noinline
+func stackSink([]byte) {}
+
+// overrun is the callback of the deadline timer: the renew deadline of a
+// store call passed with the call still in flight. It ends the Hold now,
+// so that token reads fail and the workload's context is cancelled before
+// the validity ends; Poison also aborts the call, and the watchdog tells
+// its parent when the call returns. A callback of a call that has returned
+// (it fired as the call returned, and started too late to be stopped) does
+// nothing: no call is in flight, or the one in flight has a later deadline.
+func (w *watchdog) overrun() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.epoch == epoch { // its call is still in flight
+	if w.epoch%2 == 1 && !time.Now().Before(w.deadline) { // a call in flight is past its deadline
 		w.overran = w.hold.Poison(lease.LossDeadline, ErrRenewOverran)
 	}
 }
@@ -268,12 +359,16 @@ func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) 
 	w.disarm()
 	w.mu.Lock()
 	w.epoch++ // odd: in flight
-	epoch := w.epoch
+	w.deadline = deadline
 	w.overran = false
 	w.mu.Unlock()
-	t := w.after(max(time.Until(deadline), 0), func() { w.overrun(epoch) })
+	if d := max(time.Until(deadline), 0); w.dtimer == nil {
+		w.dtimer = w.after(d, w.overrun)
+	} else {
+		w.dtimer.Reset(d)
+	}
 	renewed, err = w.store.Renew(ctx, l)
-	t.Stop()
+	w.dtimer.Stop()
 	w.mu.Lock()
 	overran = w.overran
 	w.epoch++ // even: returned
