@@ -1,11 +1,13 @@
 package natsstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +30,19 @@ const (
 	// a replica before the probe counts the replica as cut off: the leader
 	// hears from its replicas about every second.
 	replicaSilence = 3 * time.Second
+	// isolationTTLShare scales the isolation timeout down to the shortest
+	// lease TTL the store is writing: at most TTL/isolationTTLShare, so
+	// that a holder whose renewal went unanswered is moved, and renews
+	// through another server, before its renew deadline (TTL minus
+	// lease.Config's SafetyMargin and StopTimeout, TTL/10 each by default,
+	// from a renewal sent a renew period, TTL/3, after the last success:
+	// 0.47 TTL later). At TTL 3 s: 500 ms, leaving 0.9 s for the probe,
+	// the move and the renewal.
+	isolationTTLShare = 6
+	// servedFor is how many of its TTLs the shortest TTL written is kept
+	// without a write of it: a lease renewed every TTL/3 at most is
+	// written again well within it, while it is held.
+	servedFor = 2
 )
 
 // isolationTimeout resolves Config.IsolationTimeout for a store that owns
@@ -53,6 +68,20 @@ type isolation struct {
 	moves    atomic.Int64 // moves since the last success, or since a move that led to a working server
 	moved    atomic.Int64 // when the store last moved
 	answered atomic.Int64 // when the last request that JetStream answered was sent
+
+	inflight atomic.Int64 // requests sent and not yet returned
+	sent     atomic.Int64 // when inflight last rose from 0
+	returned atomic.Int64 // when a request last returned, or the check started afresh
+
+	ttls  servedTTL // the shortest lease TTL the store writes
+	alone bool      // logged that no other server is known (the check's goroutine only)
+}
+
+// servedTTL is the shortest lease TTL written recently.
+type servedTTL struct {
+	mu  sync.Mutex
+	ttl time.Duration
+	at  int64 // when a lease with ttl was last written
 }
 
 func (iso *isolation) now() int64 { return int64(time.Since(iso.start)) + 1 }
@@ -91,6 +120,74 @@ func (iso *isolation) note(ctx context.Context, begin time.Time, err error, comm
 	}
 }
 
+// sending records a request sent; its return must be recorded with done.
+func (iso *isolation) sending() {
+	if iso.inflight.Add(1) == 1 {
+		iso.sent.Store(iso.now())
+	}
+}
+
+// done records that a request returned, answered or not.
+func (iso *isolation) done() {
+	iso.returned.Store(iso.now())
+	iso.inflight.Add(-1)
+}
+
+// afresh restarts the count of requests in flight without an answer: the
+// connection was lost or moved, and nats.go fails what it had in flight.
+func (iso *isolation) afresh() {
+	iso.failed.Store(0)
+	iso.returned.Store(iso.now())
+}
+
+// stalledFor returns how long requests have been in flight while none
+// returned: since the later of the first of them was sent and the last
+// return. A request unanswered counts as failing from its send time,
+// before its own timeout (a write is sent again only after 500 ms) says so.
+func (iso *isolation) stalledFor() time.Duration {
+	if iso.inflight.Load() <= 0 {
+		return 0
+	}
+	return time.Duration(iso.now() - max(iso.sent.Load(), iso.returned.Load()))
+}
+
+// serving records a lease written with TTL ttl.
+func (iso *isolation) serving(ttl time.Duration) {
+	if ttl <= 0 {
+		return
+	}
+	now := iso.now()
+	s := &iso.ttls
+	s.mu.Lock()
+	if s.ttl == 0 || ttl <= s.ttl || now-s.at > int64(servedFor*s.ttl) {
+		s.ttl, s.at = ttl, now
+	}
+	s.mu.Unlock()
+}
+
+// shortestTTL returns the shortest lease TTL written within servedFor of
+// its TTLs, or 0.
+func (iso *isolation) shortestTTL() time.Duration {
+	now := iso.now()
+	s := &iso.ttls
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ttl == 0 || now-s.at > int64(servedFor*s.ttl) {
+		return 0
+	}
+	return s.ttl
+}
+
+// bound is the isolation timeout in effect: configured, scaled down to
+// TTL/isolationTTLShare (never below minIsolationTimeout) for the shortest
+// lease TTL the store writes.
+func (iso *isolation) bound(configured time.Duration) time.Duration {
+	if ttl := iso.shortestTTL(); ttl > 0 {
+		return min(configured, max(ttl/isolationTTLShare, minIsolationTimeout))
+	}
+	return configured
+}
+
 func (iso *isolation) fail(begin time.Time) {
 	iso.failed.CompareAndSwap(0, iso.at(begin))
 }
@@ -102,13 +199,14 @@ func (iso *isolation) healthy() {
 }
 
 // unansweredFor returns how long the store's requests have been failing,
-// or 0.
+// or in flight without an answer (stalledFor), or 0.
 func (iso *isolation) unansweredFor() time.Duration {
+	stalled := iso.stalledFor()
 	f := iso.failed.Load()
 	if f == 0 {
-		return 0
+		return stalled
 	}
-	return time.Duration(iso.now() - f)
+	return max(stalled, time.Duration(iso.now()-f))
 }
 
 // backoff is how many times longer than usual the store waits before it
@@ -141,7 +239,7 @@ func (iso *isolation) movesOn(bound, silent time.Duration, err error) bool {
 
 // moving records a move.
 func (iso *isolation) moving() {
-	iso.failed.Store(0)
+	iso.afresh()
 	iso.moves.Add(1)
 	iso.moved.Store(iso.now())
 }
@@ -183,29 +281,73 @@ type notingKV struct {
 }
 
 func (k notingKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	k.iso.serving(heldTTL(m.Data))
 	begin := time.Now()
+	k.iso.sending()
 	ack, err := k.keyValue.PublishMsg(ctx, m, opts...)
+	k.iso.done()
 	k.iso.note(ctx, begin, err, true)
 	return ack, err
 }
 
 func (k notingKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	begin := time.Now()
+	k.iso.sending()
 	m, err := k.keyValue.GetLastMsgForSubject(ctx, subject)
+	k.iso.done()
 	k.iso.note(ctx, begin, err, false)
 	return m, err
 }
 
 func (k notingKV) Watch(ctx context.Context, filter string) (jetstream.KeyWatcher, error) {
 	begin := time.Now()
+	k.iso.sending()
 	w, err := k.keyValue.Watch(ctx, filter)
+	k.iso.done()
 	k.iso.note(ctx, begin, err, true)
 	return w, err
 }
 
+// heldTTL returns the TTL of a held record of version 2 or 3 (its sixth
+// field, in milliseconds), or 0 for any other value: it reads a record
+// this package encoded, without allocating.
+func heldTTL(b []byte) time.Duration {
+	const held = " held "
+	rest, ok := bytes.CutPrefix(b, []byte(recordVersion+held))
+	if !ok {
+		if rest, ok = bytes.CutPrefix(b, []byte(recordVersionV3+held)); !ok {
+			return 0
+		}
+	}
+	// owner, term and token come first.
+	for range 3 {
+		i := bytes.IndexByte(rest, ' ')
+		if i < 0 {
+			return 0
+		}
+		rest = rest[i+1:]
+	}
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		rest = rest[:i]
+	}
+	if len(rest) == 0 || len(rest) > 10 {
+		return 0
+	}
+	var ms int64
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		ms = ms*10 + int64(c-'0')
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // watchIsolation starts the isolation check when Config.IsolationTimeout
-// (bound) applies. When the store's requests have been failing for
-// bound/4 while connected, it asks for the bucket's stream information
+// applies. Its bound is that timeout, scaled down to a sixth of the
+// shortest lease TTL the store writes (isolation.bound). When the store's
+// requests have been failing, or in flight without an answer, for bound/4
+// while connected, it asks for the bucket's stream information
 // (probeStream), and again every bound/4 while they fail. When that shows
 // the stream out of reach through this server and the connection knows
 // other servers, it reconnects to another one: at once when the answer
@@ -215,73 +357,130 @@ func (k notingKV) Watch(ctx context.Context, filter string) (jetstream.KeyWatche
 // prefix, ending with '.'. It costs no request while the store's requests
 // succeed, and one per bound/4 at most while they fail.
 func (s *Store) watchIsolation(api string) {
-	bound := s.cfg.isolationTimeout(s.ownConn)
-	if bound <= 0 || s.nc == nil {
+	configured := s.cfg.isolationTimeout(s.ownConn)
+	if configured <= 0 || s.nc == nil {
 		return
 	}
 	iso := &s.health.isolation
 	iso.start = time.Now()
 	s.kv = notingKV{keyValue: s.kv, iso: iso}
 	subject := api + "STREAM.INFO.KV_" + s.bucket
+	c := &isolationCheck{iso: iso, configured: configured, life: s.life,
+		connected: func() bool { return s.nc.Status() == nats.CONNECTED },
+		probe:     func(ctx context.Context) error { return s.probeStream(ctx, subject, replicaSilence) },
+		move:      s.leaveServer}
 	s.watches.Add(1)
 	go func() {
 		defer s.watches.Done()
-		tick := time.NewTicker(bound / isolationProbeShare)
-		defer tick.Stop()
-		alone := false // logged that no other server is known
-		for {
-			select {
-			case <-s.life.Done():
-				return
-			case <-tick.C:
-			}
-			if s.nc.Status() != nats.CONNECTED {
-				iso.failed.Store(0) // nats.go reconnects; judge the next server afresh
-				continue
-			}
-			iso.settle(bound)
-			silent, due := iso.probeDue(bound)
-			if !due {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(s.life, bound/2)
-			err := s.probeStream(ctx, subject, replicaSilence)
-			cancel()
-			if s.life.Err() != nil {
-				continue
-			}
-			if err == nil {
-				// The stream answers through this server: its requests
-				// failed for another reason (lost races to other writers,
-				// or reads refused with 503 while the cluster elects its
-				// JetStream meta leader, as every server without one
-				// refuses them: moving would not help).
-				iso.healthy()
-				continue
-			}
-			if !iso.movesOn(bound, silent, err) {
-				continue
-			}
-			server := s.nc.ConnectedUrlRedacted()
-			if len(s.nc.Servers()) < 2 {
-				if !alone {
-					alone = true
-					s.log.Warn("natsstore: JetStream is unreachable through the only server this connection knows",
-						"server", server, "for", silent, "err", err)
-				}
-				continue
-			}
-			alone = false
-			ev := ServerIsolated{Bucket: s.bucket, Server: server, Unavailable: silent, Reason: err.Error()}
-			s.log.Warn("natsstore: JetStream is unreachable through this server; reconnecting to another",
-				"server", server, "for", silent, "err", err)
-			s.emit(ev)
-			iso.moving()
-			if err := s.nc.ForceReconnect(); err != nil {
-				s.log.Warn("natsstore: reconnecting to another server failed", "err", err)
-			}
-		}
+		c.run()
 	}()
+}
+
+// isolationCheck is the state of watchIsolation's goroutine; its I/O is
+// in the functions it is given, so that tests can run it in virtual time.
+type isolationCheck struct {
+	iso        *isolation
+	configured time.Duration   // Config.IsolationTimeout resolved
+	life       context.Context // the store's
+	connected  func() bool
+	probe      func(context.Context) error
+	move       func(silent time.Duration, err error) // leaves the server (Store.leaveServer)
+}
+
+// run checks every bound/4 until life ends.
+func (c *isolationCheck) run() {
+	tick := time.NewTimer(c.iso.bound(c.configured) / isolationProbeShare)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.life.Done():
+			return
+		case <-tick.C:
+		}
+		c.step()
+		tick.Reset(c.iso.bound(c.configured) / isolationProbeShare)
+	}
+}
+
+// step is one tick of the check: 1. judge only while connected; 2. probe
+// once the requests have failed long enough; 3. move if the probe's
+// finding, and how long they have failed by its end, say so.
+func (c *isolationCheck) step() {
+	iso := c.iso
+	if !c.connected() {
+		iso.afresh() // nats.go reconnects; judge the next server afresh
+		return
+	}
+	bound := iso.bound(c.configured)
+	iso.settle(bound)
+	if _, due := iso.probeDue(bound); !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.life, bound/2)
+	err := c.probe(ctx)
+	cancel()
+	if c.life.Err() != nil {
+		return
+	}
+	if err == nil {
+		// The stream answers through this server: its requests failed
+		// for another reason (lost races to other writers, or reads
+		// refused with 503 while the cluster elects its JetStream meta
+		// leader, as every server without one refuses them: moving would
+		// not help).
+		iso.healthy()
+		return
+	}
+	silent := iso.unansweredFor()
+	if !iso.movesOn(bound, silent, err) {
+		// Short of the timeout by less than a probe's wait: wait for it
+		// rather than for the next tick and probe, if nothing is answered
+		// meanwhile (a move then comes at most the timeout after the
+		// first request that went unanswered was sent).
+		wait := bound*iso.backoff() - silent
+		if wait > bound/2 || !c.sleep(wait) {
+			return
+		}
+		if silent = iso.unansweredFor(); !iso.movesOn(bound, silent, err) {
+			return
+		}
+	}
+	c.move(silent, err)
+}
+
+// sleep waits for d, and reports false if the store closed meanwhile.
+func (c *isolationCheck) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.life.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// leaveServer reconnects to another server, if the connection knows one.
+func (s *Store) leaveServer(silent time.Duration, err error) {
+	iso := &s.health.isolation
+	server := s.nc.ConnectedUrlRedacted()
+	if len(s.nc.Servers()) < 2 {
+		if !iso.alone {
+			iso.alone = true
+			s.log.Warn("natsstore: JetStream is unreachable through the only server this connection knows",
+				"server", server, "for", silent, "err", err)
+		}
+		return
+	}
+	iso.alone = false
+	ev := ServerIsolated{Bucket: s.bucket, Server: server, Unavailable: silent, Reason: err.Error()}
+	s.log.Warn("natsstore: JetStream is unreachable through this server; reconnecting to another",
+		"server", server, "for", silent, "err", err)
+	s.emit(ev)
+	iso.moving()
+	if err := s.nc.ForceReconnect(); err != nil {
+		s.log.Warn("natsstore: reconnecting to another server failed", "err", err)
+	}
 }
 
 // probeStream asks for the bucket's stream information, which the stream
