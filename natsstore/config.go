@@ -39,8 +39,9 @@ const (
 	// alive.
 	DefaultWatchCheckInterval = 2 * time.Second
 	// DefaultIsolationTimeout is how long the requests of a store whose
-	// connection Dial made may fail before it checks whether its server is
-	// cut off from the cluster (Config.IsolationTimeout).
+	// connection Dial made may fail before it leaves a server cut off from
+	// the cluster (Config.IsolationTimeout), when its leases' TTLs do not
+	// make that shorter.
 	DefaultIsolationTimeout = 2 * time.Second
 )
 
@@ -171,16 +172,20 @@ type Config struct {
 	// only the server uses them).
 	WatchCheckInterval time.Duration
 
-	// IsolationTimeout is how long the store's requests may fail while
-	// connected before, when the bucket's stream is out of reach through
-	// this server and the connection knows other servers, it reconnects to
-	// another one (nats.Conn.ForceReconnect; ServerIsolated): a server cut
-	// off from its cluster keeps its clients. It asks for the bucket's
-	// stream information once they have failed for IsolationTimeout/4, and
-	// again every IsolationTimeout/4 while they fail; an answer from a
-	// stream leader cut off from its replicas moves it then, no answer or
-	// no leader only after IsolationTimeout. Keep it well below the lease
-	// TTLs. 0 means
+	// IsolationTimeout is how long the store's requests may fail, or go
+	// unanswered from their send time, while connected before, when the
+	// bucket's stream is out of reach through this server and the
+	// connection knows other servers, it reconnects to another one
+	// (nats.Conn.ForceReconnect; ServerIsolated): a server cut off from its
+	// cluster keeps its clients. The timeout in effect is the smaller of
+	// this and a sixth of the shortest lease TTL the store wrote within two
+	// of its TTLs (at least 100 ms; 500 ms at TTL 3 s), so that a holder
+	// leaves such a server and renews through another before its renew
+	// deadline. It asks for the bucket's stream information once they have
+	// failed for a quarter of the timeout in effect, and again every
+	// quarter while they fail; an answer from a stream leader cut off from
+	// its replicas moves it then, no answer or no leader only after the
+	// whole timeout in effect. 0 means
 	// DefaultIsolationTimeout for a connection made by Dial, and never for a
 	// connection given to NewConn or New, whose other users a forced
 	// reconnect would disturb: set it to opt in. Negative disables it.
