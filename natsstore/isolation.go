@@ -427,8 +427,13 @@ func (c *isolationCheck) step() {
 		// for another reason (lost races to other writers, or reads
 		// refused with 503 while the cluster elects its JetStream meta
 		// leader, as every server without one refuses them: moving would
-		// not help).
-		iso.healthy()
+		// not help). A leader cut off less than replicaSilence ago still
+		// looks in touch with its replicas: such an answer ends the
+		// failure only once it has lasted that long, so that the next
+		// probe can tell.
+		if iso.unansweredFor() >= replicaSilence {
+			iso.healthy()
+		}
 		return
 	}
 	silent := iso.unansweredFor()

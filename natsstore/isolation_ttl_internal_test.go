@@ -210,3 +210,25 @@ func TestIsolationShortElectionDoesNotMove(t *testing.T) {
 		}
 	})
 }
+
+// A probe that finds the stream working ends a failure only once it has
+// lasted replicaSilence: a leader cut off more recently still looks in
+// touch with its replicas, and the next probe tells.
+func TestIsolationEarlyWorkingProbeKeepsFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		life, stop := context.WithCancel(context.Background())
+		defer stop()
+		iso := &isolation{start: time.Now()}
+		c := &isolationCheck{iso: iso, configured: DefaultIsolationTimeout, life: life,
+			connected: func() bool { return true },
+			probe:     func(context.Context) error { return nil },
+			move:      func(time.Duration, error) { t.Error("moved on a working stream") }}
+		iso.note(life, time.Now(), context.DeadlineExceeded, true)
+		time.Sleep(replicaSilence - time.Millisecond)
+		c.step()
+		assert.NotZero(t, iso.failed.Load(), "ended a failure younger than replicaSilence")
+		time.Sleep(time.Millisecond)
+		c.step()
+		assert.Zero(t, iso.failed.Load(), "kept a failure that a working stream answered after replicaSilence")
+	})
+}
