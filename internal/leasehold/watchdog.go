@@ -72,7 +72,7 @@ type watchdogSpec struct {
 	log      *slog.Logger
 	onReport func(Report)
 	hooks    *watchdogHooks // nil but in tests
-	dispatch *tickDispatcher
+	dispatch tickDispatcher // the mailbox's, one per watchdog
 }
 
 // watchdogHooks lets a test take over what makes a watchdog's schedule
@@ -103,9 +103,8 @@ func (s *watchdogSpec) watchdog() *watchdog { return &watchdog{watchdogSpec: s} 
 
 // props returns the Props of the Watchdog s describes.
 func (s *watchdogSpec) props() *actor.Props {
-	s.dispatch = &tickDispatcher{}
 	return actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor { return s.watchdog() },
-		actor.WithMailbox(watchdogMailbox), actor.WithDispatcher(s.dispatch))
+		actor.WithMailbox(watchdogMailbox), actor.WithDispatcher(&s.dispatch))
 }
 
 // tickDispatcher is a watchdog's mailbox dispatcher. protoactor's default
