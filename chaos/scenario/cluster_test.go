@@ -25,7 +25,7 @@ import (
 // The cluster scenarios: a 3-node JetStream cluster (chaos-nats processes,
 // every route through a proxy), a bucket with three replicas, and three
 // holders connected to every node, with natsstore's default isolation
-// timeout (2 s). Each fault is measured at TTL 3 s and 10 s with the lease
+// timeout (2 s, a sixth of the TTL in effect below 12 s). Each fault is measured at TTL 3 s and 10 s with the lease
 // default for the renew interval (TTL/3); the faults that cost the stream
 // its leader (its kill, the kill of the leading holder's server, a rolling
 // restart) also at TTL 15 s with a renew interval of 2 s, the configuration

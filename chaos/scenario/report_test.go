@@ -174,7 +174,8 @@ const failoverHeader = `
 
 A 3-node JetStream cluster (nats-server 2.15.2 in three processes, every
 route through a proxy), a bucket with three replicas, three holders
-connected to every node, with natsstore's default isolation timeout (2 s).
+connected to every node, with natsstore's default isolation timeout (2 s;
+a sixth of the TTL in effect below 12 s).
 Each fault is measured at TTL 3 s and 10 s with the lease's default renew
 interval (TTL/3); the stream leader's kill, the kill of the leading
 holder's server and the rolling restart also at TTL 15 s with a renew
@@ -198,6 +199,11 @@ const failoverFooter = `
 - **graceful-after-failover**: the stream leader's node killed, and the
   leading holder resigning 1 s after the stream is back: the handover's
   latency is in the notes.
+- **leader-server-partition**: the node the leading holder is connected to
+  (moved off the stream's leadership first) cut off from the other nodes
+  for 4 s, its clients still connected to it: the holder must leave it and
+  renew through another node (the workload's gap may exceed the stream's
+  outage by at most 250 ms, and no handover may happen).
 `
 
 const reportFooter = `
