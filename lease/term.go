@@ -58,26 +58,46 @@ func ValidateMeta(meta map[string]string) error {
 	size := 0
 	for k, v := range meta {
 		size += len(k) + len(v)
-		if k == "" || len(k) > maxMetaKeyLen {
-			return invalid("Meta", "key %q must be 1 to %d bytes long", k, maxMetaKeyLen)
+		if err := validateMetaKey(k); err != nil {
+			return err
 		}
-		for i := 0; i < len(k); i++ {
-			c := k[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-				return invalid("Meta", "key %q: only letters, digits, '-', '_' and '.' are allowed", k)
-			}
-		}
-		if !utf8.ValidString(v) {
-			return invalid("Meta", "the value of %q is not valid UTF-8", k)
-		}
-		for _, r := range v {
-			if unicode.IsControl(r) {
-				return invalid("Meta", "the value of %q contains a control character", k)
-			}
+		if err := validateMetaValue(k, v); err != nil {
+			return err
 		}
 	}
 	if size > MaxMetaBytes {
 		return invalid("Meta", "holds %d bytes of keys and values, at most %d allowed", size, MaxMetaBytes)
+	}
+	return nil
+}
+
+// validateMetaKey checks one key of ValidateMeta.
+func validateMetaKey(k string) error {
+	if k == "" || len(k) > maxMetaKeyLen {
+		return invalid("Meta", "key %q must be 1 to %d bytes long", k, maxMetaKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if !isMetaKeyByte(k[i]) {
+			return invalid("Meta", "key %q: only letters, digits, '-', '_' and '.' are allowed", k)
+		}
+	}
+	return nil
+}
+
+// isMetaKeyByte reports whether c may appear in a metadata key.
+func isMetaKeyByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// validateMetaValue checks the value of key k of ValidateMeta.
+func validateMetaValue(k, v string) error {
+	if !utf8.ValidString(v) {
+		return invalid("Meta", "the value of %q is not valid UTF-8", k)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return invalid("Meta", "the value of %q contains a control character", k)
+		}
 	}
 	return nil
 }
