@@ -70,52 +70,75 @@ func (v *view) locate(leaseID string) (m map[string]*entry, key string, isMember
 func (v *view) apply(ev lease.Event, now time.Time) change { return v.record(ev, now, true) }
 
 // record records one event, of the watch's changes (live) or of a
-// snapshot.
+// snapshot, in four steps.
 func (v *view) record(ev lease.Event, now time.Time, live bool) change {
 	v.lastEvent = now
+	// 1. The entry of the event's lease; a free lease never seen needs none.
 	m, key, isMember, ok := v.locate(ev.LeaseID)
 	if !ok {
 		return change{}
 	}
-	e := m[key]
-	isNew := e == nil
+	e, isNew := m[key], m[key] == nil
+	if isNew && ev.Kind != lease.EventHeld {
+		return change{}
+	}
 	if isNew {
-		if ev.Kind != lease.EventHeld {
-			return change{}
-		}
 		e = &entry{}
 		m[key] = e
 	}
+	// 2. An event older than what was seen (a re-created watch) is ignored.
 	if ev.Revision != 0 && ev.Revision < e.rev {
-		return change{} // older than what was seen (a re-created watch)
+		return change{}
 	}
-	// A write the view had not seen: a change that is new (a watch may
-	// report again what it reported), or any newer revision.
-	newer := (!isNew && ev.Revision > e.rev) || (live && (isNew || ev.Revision == 0))
+	// 3. Whether it reports a write the view had not seen.
+	newer := e.unseen(ev.Revision, isNew, live)
 	e.rev = max(e.rev, ev.Revision)
+	// 4. The entry takes the event.
 	changed := false
 	switch ev.Kind {
 	case lease.EventHeld:
-		h := ev.Holder
-		changed = !e.held || h.OwnerID != e.holder.OwnerID
-		if isMember && !maps.Equal(h.Meta, e.holder.Meta) {
-			changed = true
-		}
-		if h.Token != e.holder.Token || h.Term != e.holder.Term { // a new term
-			e.prev = e.holder.OwnerID
-		}
-		if newer && !e.written {
-			e.written = true
-			changed = changed || isMember // a member proved alive may count now (placeable)
-		}
-		e.holder, e.held, e.seen = h, true, now
+		changed = e.hold(ev.Holder, isMember, newer, now)
 	case lease.EventFree:
-		changed, e.held, e.written = e.held, false, false
+		changed = e.free()
 	}
 	if isMember {
 		return change{members: changed}
 	}
 	return change{holders: changed}
+}
+
+// unseen reports whether an event of revision rev reports a write the view
+// had not seen: a change that is new (a watch may report again what it
+// reported), or any newer revision.
+func (e *entry) unseen(rev uint64, isNew, live bool) bool {
+	return (!isNew && rev > e.rev) || (live && (isNew || rev == 0))
+}
+
+// hold records that h holds the lease, written (newer) or not, and reports
+// whether that changes the view: another holder, a member's metadata, or a
+// member proved alive, which may count now (view.placeable).
+func (e *entry) hold(h lease.Holder, isMember, newer bool, now time.Time) bool {
+	changed := !e.held || h.OwnerID != e.holder.OwnerID
+	if isMember && !maps.Equal(h.Meta, e.holder.Meta) {
+		changed = true
+	}
+	if h.Token != e.holder.Token || h.Term != e.holder.Term { // a new term
+		e.prev = e.holder.OwnerID
+	}
+	if newer && !e.written {
+		e.written = true
+		changed = changed || isMember
+	}
+	e.holder, e.held, e.seen = h, true, now
+	return changed
+}
+
+// free records that the lease is free, and reports whether it was held. It
+// must be written again to count as written.
+func (e *entry) free() bool {
+	was := e.held
+	e.held, e.written = false, false
+	return was
 }
 
 // reset records a fresh snapshot of the watch: leases it does not report
@@ -129,13 +152,13 @@ func (v *view) reset(evs []lease.Event, now time.Time) change {
 	}
 	for id, e := range v.members {
 		if e.held && !inSnapshot[id] {
-			e.held, e.written = false, false
+			e.free()
 			c.members = true
 		}
 	}
 	for s, e := range v.shards {
 		if e.held && !inSnapshot[ShardKey(v.prefix, s)] {
-			e.held, e.written = false, false
+			e.free()
 			c.holders = true
 		}
 	}
@@ -154,7 +177,7 @@ func (v *view) age() change {
 				ttl = v.defaultTTL
 			}
 			if e.held && v.lastEvent.Sub(e.seen) > ttl {
-				e.held, e.written = false, false
+				e.free()
 				if i == 0 {
 					c.members = true
 				} else {
