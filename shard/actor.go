@@ -30,25 +30,6 @@ const (
 	rewatchMax = 5 * time.Second
 )
 
-// phase is where a local shard supervisor is.
-type phase uint8
-
-const (
-	phaseRunning   phase = iota // competing for, or leading, the shard
-	phaseResigning              // Resign was called; it stops afterwards
-	phaseStopping               // told to stop
-)
-
-// local is one shard supervisor (or the membership's) this Host runs.
-type local struct {
-	shard string // "" for the membership
-	sup   *actors.LeaseSupervisor
-	pid   *actor.PID
-	phase phase
-	token lease.Token // the last term's
-	err   error       // why the handover was not clean
-}
-
 // Messages of the Host actor.
 type (
 	dirSnapshot struct {
@@ -81,96 +62,50 @@ type (
 )
 
 // hostActor is a Host's actor: it owns the view, the placement and the
-// local supervisors, which are its children.
+// local supervisors, which are its children. Its state is in parts
+// (actor_state.go).
 type hostActor struct {
 	h     *Host
-	fatal chan<- error
+	fatal chan<- error // ends Run
 	self  *actor.PID
 	sys   *actor.ActorSystem
 	owner string
 
-	view        *view
-	ready       bool // the first snapshot has arrived
-	watchCancel context.CancelFunc
-	watchGen    uint64
-	rewatch     time.Duration
-
-	shards  []string
-	plan    map[string]string
-	members map[string]map[string]string // OwnerID -> Meta, as last reported
-
-	local       map[string]*local // by shard
-	byPID       map[string]*local // by PID id, with the membership
-	member      *local
-	joined      bool
-	draining    bool
-	drainWait   []chan<- error
-	drainErrs   []error
-	quarantined map[string]time.Time
-
-	state           State
-	since           time.Time
-	balanced        bool
-	unbalancedSince time.Time
-	movedIn         uint64
-	handedOver      uint64
-	lastErr         error
-	lastErrAt       time.Time
-
-	settleArmed  bool
-	sweep        *time.Timer
-	settleTimer  *time.Timer
-	rewatchTimer *time.Timer
-	recheckTimer *time.Timer // when an unproven member stops counting
-	recheckAt    time.Time
+	watch  fleetWatch
+	plan   fleetPlan
+	runs   runs
+	life   life
+	tally  tally
+	timers timers
 }
 
 func newHostActor(h *Host, fatal chan<- error) *hostActor {
 	return &hostActor{h: h, fatal: fatal, owner: h.cfg.Lease.OwnerID,
-		view:    newView(h.cfg.Prefix, h.cfg.Lease.EffectiveTTL()),
-		members: map[string]map[string]string{}, local: map[string]*local{}, byPID: map[string]*local{},
-		quarantined: map[string]time.Time{}, since: time.Now(), unbalancedSince: time.Now(), rewatch: rewatchMin}
+		watch: fleetWatch{view: newView(h.cfg.Prefix, h.cfg.Lease.EffectiveTTL()), pause: rewatchMin},
+		plan:  fleetPlan{members: map[string]map[string]string{}, unbalancedSince: time.Now()},
+		runs:  newRuns(), life: life{since: time.Now()}}
 }
 
-// Receive implements actor.Actor.
+// Receive implements actor.Actor: one call for each message.
 func (a *hostActor) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
-		a.self, a.sys = c.Self(), c.ActorSystem()
-		a.h.ref.Store(&hostRef{sys: a.sys, pid: a.self}) // before any supervisor reports
-		a.shards = a.h.Shards()
-		a.startWatch()
-		a.startMember(c)
-		a.armSweep()
-		a.publish()
+		a.started(c)
 	case dirSnapshot:
-		if msg.gen == a.watchGen {
-			a.rewatch = rewatchMin
-			a.ready = true
-			a.changed(a.view.reset(msg.evs, time.Now()))
-		}
+		a.snapshot(msg)
 	case dirEvents:
-		if msg.gen == a.watchGen {
-			now := time.Now()
-			var ch change
-			for _, ev := range msg.evs {
-				ch.add(a.view.apply(ev, now))
-			}
-			a.changed(ch)
-		}
+		a.events(msg)
 	case dirEnded:
 		a.watchEnded(msg)
 	case rewatchTick:
-		if msg.gen == a.watchGen && a.watchCancel == nil {
-			a.startWatch()
-		}
+		a.rewatchNow(msg)
 	case reconcileTick:
-		a.settleArmed = false
+		a.timers.settleArmed = false
 		a.reconcile(c)
 	case sweepTick:
 		a.sweepNow(c)
 	case recheckTick:
-		a.recheckAt = time.Time{}
+		a.timers.recheckAt = time.Time{}
 		a.changed(change{members: true})
 	case leaseReport:
 		a.report(msg)
@@ -179,17 +114,54 @@ func (a *hostActor) Receive(c actor.Context) {
 	case drainRequest:
 		a.drain(c, msg.reply)
 	case shardsChanged:
-		a.shards = a.h.Shards()
+		a.plan.shards = a.h.Shards()
 		a.reconcileSoon()
 	case *actor.Terminated:
 		a.terminated(c, msg.Who)
 	case *actor.Stopping:
-		a.stopTimers()
-		if a.watchCancel != nil {
-			a.watchCancel()
-			a.watchCancel = nil
-		}
+		a.timers.stop()
+		a.watch.stop()
 	}
+}
+
+// started begins: the watch, the membership and the sweeps.
+func (a *hostActor) started(c actor.Context) {
+	a.self, a.sys = c.Self(), c.ActorSystem()
+	a.h.ref.Store(&hostRef{sys: a.sys, pid: a.self}) // before any supervisor reports
+	a.plan.shards = a.h.Shards()
+	a.startWatch()
+	a.startMember(c)
+	a.armSweep()
+	a.publish()
+}
+
+// snapshot records the current watch's first report.
+func (a *hostActor) snapshot(msg dirSnapshot) {
+	if !a.watch.current(msg.gen) {
+		return
+	}
+	a.watch.pause = rewatchMin
+	a.watch.ready = true
+	a.changed(a.watch.view.reset(msg.evs, time.Now()))
+}
+
+// events records the current watch's changes.
+func (a *hostActor) events(msg dirEvents) {
+	if !a.watch.current(msg.gen) {
+		return
+	}
+	now := time.Now()
+	var ch change
+	for _, ev := range msg.evs {
+		ch.add(a.watch.view.apply(ev, now))
+	}
+	a.changed(ch)
+}
+
+// send returns a function that sends msg to the actor, for its timers.
+func (a *hostActor) send(msg any) func() {
+	root, self := a.sys.Root, a.self
+	return func() { root.Send(self, msg) }
 }
 
 // HandleFailure implements actor.SupervisorStrategy for the Host's
@@ -202,7 +174,7 @@ func (a *hostActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 	if !ok {
 		err = fmt.Errorf("%v", reason)
 	}
-	if l := a.byPID[child.Id]; l != nil && l.phase == phaseRunning {
+	if l := a.runs.byPID[child.Id]; l != nil && l.phase == phaseRunning {
 		name := l.shard
 		if name == "" {
 			name = MemberKey(a.h.cfg.Prefix, a.owner)
@@ -214,8 +186,8 @@ func (a *hostActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, ch
 			return
 		}
 		until := time.Now().Add(a.h.cfg.quarantine())
-		a.quarantined[l.shard] = until
-		a.failed(fmt.Errorf("shard %s: %w", name, err))
+		a.runs.quarantined[l.shard] = until
+		a.tally.failed(fmt.Errorf("shard %s: %w", name, err))
 		a.logAttrs(slog.LevelError, "a lease supervisor gave up; quarantined", slog.String("shard", l.shard),
 			slog.Any("error", err), slog.Time("until", until))
 		if l.shard != "" {
@@ -242,12 +214,12 @@ func (a *hostActor) changed(ch change) {
 func (a *hostActor) membersChanged() {
 	now := map[string]map[string]string{}
 	for _, id := range a.placeable() {
-		e, _ := a.view.member(id)
+		e, _ := a.watch.view.member(id)
 		now[id] = e.holder.Meta
 	}
-	for _, id := range slices.Sorted(maps.Keys(a.members)) {
+	for _, id := range slices.Sorted(maps.Keys(a.plan.members)) {
 		if _, ok := now[id]; !ok {
-			if a.view.unproven(id) {
+			if a.watch.view.unproven(id) {
 				a.logAttrs(slog.LevelInfo, "member left: its key has not been written since this instance "+
 					"began watching, and it holds no shard (a crashed member's key the store still keeps)",
 					slog.String("member", id))
@@ -258,44 +230,34 @@ func (a *hostActor) membersChanged() {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(now)) {
-		if _, ok := a.members[id]; !ok {
+		if _, ok := a.plan.members[id]; !ok {
 			a.logAttrs(slog.LevelInfo, "member joined", slog.String("member", id))
 			a.emit(MemberJoined{Member: Member{OwnerID: id, Meta: now[id], Self: id == a.owner}})
 		}
 	}
-	a.members = now
+	a.plan.members = now
 }
 
 // placeable returns the members the view counts now (view.placeable), and
 // arranges for the members to be looked at again when that changes by
 // itself.
 func (a *hostActor) placeable() []string {
-	ids, recheck := a.view.placeable(a.owner, time.Now())
-	if !recheck.IsZero() && (a.recheckAt.IsZero() || recheck.Before(a.recheckAt)) {
-		a.recheckAt = recheck
-		d := time.Until(recheck) + time.Millisecond
-		root, self := a.sys.Root, a.self
-		if a.recheckTimer == nil {
-			a.recheckTimer = time.AfterFunc(d, func() { root.Send(self, recheckTick{}) })
-		} else {
-			a.recheckTimer.Reset(d)
-		}
+	ids, recheck := a.watch.view.placeable(a.owner, time.Now())
+	t := &a.timers
+	if !recheck.IsZero() && (t.recheckAt.IsZero() || recheck.Before(t.recheckAt)) {
+		t.recheckAt = recheck
+		t.recheck = after(t.recheck, time.Until(recheck)+time.Millisecond, a.send(recheckTick{}))
 	}
 	return ids
 }
 
 // reconcileSoon places the shards again after the settle delay.
 func (a *hostActor) reconcileSoon() {
-	if a.settleArmed {
+	if a.timers.settleArmed {
 		return
 	}
-	a.settleArmed = true
-	root, self := a.sys.Root, a.self
-	if a.settleTimer == nil {
-		a.settleTimer = time.AfterFunc(settle, func() { root.Send(self, reconcileTick{}) })
-		return
-	}
-	a.settleTimer.Reset(settle)
+	a.timers.settleArmed = true
+	a.timers.settle = after(a.timers.settle, settle, a.send(reconcileTick{}))
 }
 
 // fleet returns the members this instance places the shards over: the
@@ -305,13 +267,13 @@ func (a *hostActor) reconcileSoon() {
 func (a *hostActor) fleet() []string {
 	ids := a.placeable()
 	in := slices.Contains(ids, a.owner)
-	if in {
-		a.joined = true
+	if in && a.life.stage == stageJoining {
+		a.life.stage = stageMember
 	}
 	switch {
-	case a.draining && in:
+	case a.life.stage == stageDraining && in:
 		ids = slices.DeleteFunc(ids, func(id string) bool { return id == a.owner })
-	case !a.draining && a.joined && !in:
+	case a.life.stage == stageMember && !in:
 		ids = append(ids, a.owner)
 		slices.Sort(ids)
 	}
@@ -319,88 +281,94 @@ func (a *hostActor) fleet() []string {
 }
 
 // reconcile places the shards and makes this instance run the ones placed
-// on it, and only those.
+// on it, and only those, in four steps.
 func (a *hostActor) reconcile(c actor.Context) {
-	if !a.ready {
+	if !a.watch.ready {
 		return
 	}
-	members := a.fleet()
-	holders := a.view.holders()
-	plan := Place(a.shards, members, holders)
-	moving := Moves(plan, members, holders)
-	target := map[string]bool{}
-	if a.joined && !a.draining {
-		for s, m := range plan {
-			if m == a.owner {
-				target[s] = true
-			}
-		}
-	}
-	if !maps.Equal(plan, a.plan) {
-		a.emit(PlacementChanged{Members: len(members), Target: len(target), Moving: moving})
-	}
-	a.plan = plan
-
+	// 1. Place the shards over the fleet this instance sees.
+	holders := a.watch.view.holders()
+	target := a.place(holders)
+	// 2. Start the shards placed here that do not run, unless quarantined.
 	now := time.Now()
-	for _, s := range slices.Sorted(maps.Keys(target)) {
-		if until, q := a.quarantined[s]; q && now.Before(until) {
-			continue
-		}
-		delete(a.quarantined, s)
-		if a.local[s] == nil {
-			a.startShard(c, s)
-		}
+	a.startPlaced(c, target, now)
+	// 3. Hand over the others. The membership is released first when
+	// draining: the shards are handed over once the others no longer place
+	// them here.
+	if !a.life.draining() || a.runs.member == nil {
+		a.handOverUnplaced(target)
 	}
-	// The membership is released first when draining: the shards are handed
-	// over once the others no longer place them here.
-	if !a.draining || a.member == nil {
-		for _, s := range slices.Sorted(maps.Keys(a.local)) {
-			if l := a.local[s]; !target[s] && l.phase == phaseRunning {
-				a.handOver(l)
-			}
-		}
-	}
+	// 4. Report what changed.
 	a.checkBalance(now, holders)
 	a.updateState()
 	a.checkDrained()
 	a.publish()
 }
 
-// checkBalance reports when the view becomes balanced.
-func (a *hostActor) checkBalance(now time.Time, holders map[string]string) {
-	balanced := isBalanced(a.shards, a.plan, holders)
-	switch {
-	case balanced && !a.balanced:
-		took := now.Sub(a.unbalancedSince)
-		a.balanced, a.unbalancedSince = true, time.Time{}
-		owned := 0
-		for _, s := range a.shards {
-			if a.plan[s] == a.owner {
-				owned++
+// place computes the placement, reports when it changed, and returns the
+// shards placed on this instance (none unless it is a member).
+func (a *hostActor) place(holders map[string]string) (target map[string]bool) {
+	members := a.fleet()
+	placed := Place(a.plan.shards, members, holders)
+	moving := Moves(placed, members, holders)
+	target = map[string]bool{}
+	if a.life.stage == stageMember {
+		for s, m := range placed {
+			if m == a.owner {
+				target[s] = true
 			}
 		}
-		a.logAttrs(slog.LevelInfo, "balanced", slog.Duration("took", took), slog.Int("owned", owned),
-			slog.Int("members", len(a.members)))
-		a.h.metrics.balanced(took)
-		a.emit(Balanced{Took: took, Members: len(a.members), Owned: owned})
-	case !balanced && a.balanced:
-		a.balanced, a.unbalancedSince = false, now
+	}
+	if !maps.Equal(placed, a.plan.placed) {
+		a.emit(PlacementChanged{Members: len(members), Target: len(target), Moving: moving})
+	}
+	a.plan.placed = placed
+	return target
+}
+
+// startPlaced starts the supervisors of the target shards that do not
+// run, except those quarantined at now; it ends the quarantines past.
+func (a *hostActor) startPlaced(c actor.Context, target map[string]bool, now time.Time) {
+	for _, s := range slices.Sorted(maps.Keys(target)) {
+		if until, q := a.runs.quarantined[s]; q && now.Before(until) {
+			continue
+		}
+		delete(a.runs.quarantined, s)
+		if a.runs.byShard[s] == nil {
+			a.startShard(c, s)
+		}
 	}
 }
 
-func (a *hostActor) updateState() {
-	st := a.state
-	switch {
-	case a.state == StateDrained:
-	case a.draining:
-		st = StateDraining
-	case a.joined:
-		st = StateActive
-	default:
-		st = StateJoining
+// handOverUnplaced hands over the running shards that are not targets.
+func (a *hostActor) handOverUnplaced(target map[string]bool) {
+	for _, s := range slices.Sorted(maps.Keys(a.runs.byShard)) {
+		if l := a.runs.byShard[s]; !target[s] && l.phase == phaseRunning {
+			a.handOver(l)
+		}
 	}
-	if st != a.state {
-		a.state, a.since = st, time.Now()
+}
+
+// checkBalance reports when the view becomes balanced.
+func (a *hostActor) checkBalance(now time.Time, holders map[string]string) {
+	balanced := isBalanced(a.plan.shards, a.plan.placed, holders)
+	switch {
+	case balanced && !a.plan.balanced():
+		took := now.Sub(a.plan.unbalancedSince)
+		a.plan.unbalancedSince = time.Time{}
+		owned := a.plan.owned(a.owner)
+		a.logAttrs(slog.LevelInfo, "balanced", slog.Duration("took", took), slog.Int("owned", owned),
+			slog.Int("members", len(a.plan.members)))
+		a.h.metrics.balanced(took)
+		a.emit(Balanced{Took: took, Members: len(a.plan.members), Owned: owned})
+	case !balanced && a.plan.balanced():
+		a.plan.unbalancedSince = now
+	}
+}
+
+// updateState enters the State the stage means.
+func (a *hostActor) updateState() {
+	if st := a.life.next(); a.life.enter(st) {
 		a.logAttrs(slog.LevelInfo, "host "+st.String())
 	}
 }
@@ -410,15 +378,13 @@ func (a *hostActor) startShard(c actor.Context, s string) {
 	sup, err := a.h.supervisor(s)
 	if err != nil {
 		until := time.Now().Add(a.h.cfg.quarantine())
-		a.quarantined[s] = until
-		a.failed(err)
+		a.runs.quarantined[s] = until
+		a.tally.failed(err)
 		a.logAttrs(slog.LevelError, "cannot run a shard; quarantined", slog.String("shard", s), slog.Any("error", err))
 		a.emit(ShardQuarantined{Shard: s, Err: err, Until: until})
 		return
 	}
-	l := &local{shard: s, sup: sup, pid: c.Spawn(sup.Props())}
-	a.local[s] = l
-	a.byPID[l.pid.Id] = l
+	a.runs.add(&local{shard: s, sup: sup, pid: c.Spawn(sup.Props())})
 }
 
 // startMember starts the membership's lease supervisor: its workload does
@@ -437,11 +403,10 @@ func (a *hostActor) startMember(c actor.Context) {
 		OnEvent: func(ev actors.Event) { a.h.forward(leaseReport{member: true, ev: ev}) },
 	})
 	if err != nil { // cannot happen with a validated Config
-		a.failed(err)
+		a.tally.failed(err)
 		return
 	}
-	a.member = &local{sup: sup, pid: c.Spawn(sup.Props())}
-	a.byPID[a.member.pid.Id] = a.member
+	a.runs.addMember(&local{sup: sup, pid: c.Spawn(sup.Props())})
 }
 
 // handOver stops a shard placed elsewhere: Resign (the workload stops, the
@@ -475,26 +440,22 @@ func (a *hostActor) resigned(c actor.Context, msg resigned) {
 
 // terminated handles a child's end.
 func (a *hostActor) terminated(c actor.Context, who *actor.PID) {
-	l := a.byPID[who.Id]
+	wasMember := a.runs.member
+	l := a.runs.remove(who)
 	if l == nil {
 		return
 	}
-	delete(a.byPID, who.Id)
-	if l == a.member {
-		a.member = nil
-		if !a.draining {
-			if _, q := a.quarantined[""]; !q {
+	if l == wasMember {
+		if !a.life.draining() {
+			if _, q := a.runs.quarantined[""]; !q {
 				a.startMember(c) // it stopped by itself: cannot happen, but never stay out of the fleet
 			}
 		}
 		a.reconcile(c)
 		return
 	}
-	if a.local[l.shard] == l {
-		delete(a.local, l.shard)
-	}
 	if l.phase == phaseResigning || l.phase == phaseStopping {
-		if _, q := a.quarantined[l.shard]; !q || l.err != nil {
+		if _, q := a.runs.quarantined[l.shard]; !q || l.err != nil {
 			a.handedOverShard(l)
 		}
 	}
@@ -506,13 +467,13 @@ func (a *hostActor) terminated(c actor.Context, who *actor.PID) {
 // handedOverShard reports a handover.
 func (a *hostActor) handedOverShard(l *local) {
 	if l.err != nil {
-		a.failed(l.err)
-		a.drainErrs = append(a.drainErrs, l.err)
+		a.tally.failed(l.err)
+		a.life.drainErrs = append(a.life.drainErrs, l.err)
 		a.logAttrs(slog.LevelWarn, "shard handed over uncleanly; its lease expires", slog.String("shard", l.shard),
 			slog.Any("error", l.err))
 	}
 	if l.token != 0 {
-		a.handedOver++
+		a.tally.handedOver++
 		a.h.metrics.handedOver()
 	}
 	a.emit(ShardHandedOver{Shard: l.shard, Token: l.token, Err: l.err})
@@ -529,7 +490,7 @@ func (a *hostActor) report(msg leaseReport) {
 		return
 	}
 	from := ""
-	if e, ok := a.view.shard(msg.shard); ok {
+	if e, ok := a.watch.view.shard(msg.shard); ok {
 		from = e.holder.OwnerID
 		if e.held && e.holder.Token == acq.Token {
 			from = e.prev
@@ -538,11 +499,11 @@ func (a *hostActor) report(msg leaseReport) {
 	if from == a.owner {
 		from = ""
 	}
-	if l := a.local[msg.shard]; l != nil {
+	if l := a.runs.byShard[msg.shard]; l != nil {
 		l.token = acq.Token
 	}
 	if from != "" {
-		a.movedIn++
+		a.tally.movedIn++
 		a.h.metrics.movedIn()
 	}
 	a.emit(ShardStarted{Shard: msg.shard, Token: acq.Token, From: from})
@@ -550,45 +511,44 @@ func (a *hostActor) report(msg leaseReport) {
 
 // drain starts leaving the fleet, or reports that it is done.
 func (a *hostActor) drain(c actor.Context, reply chan<- error) {
-	a.drainWait = append(a.drainWait, reply)
-	if !a.draining {
-		a.draining = true
+	a.life.drainWait = append(a.life.drainWait, reply)
+	if !a.life.draining() {
+		a.life.stage = stageDraining
 		a.logAttrs(slog.LevelInfo, "draining: leaving the fleet")
-		if m := a.member; m != nil && m.phase == phaseRunning {
+		if m := a.runs.member; m != nil && m.phase == phaseRunning {
 			m.phase = phaseStopping
 			c.Stop(m.pid)
 		}
 	}
-	a.ready = true // a Host that never saw the fleet hands over what it runs all the same
+	a.watch.ready = true // a Host that never saw the fleet hands over what it runs all the same
 	a.reconcile(c)
 }
 
 // checkDrained answers Drain once nothing runs.
 func (a *hostActor) checkDrained() {
-	if !a.draining || a.member != nil || len(a.local) > 0 {
+	if !a.life.draining() || !a.runs.idle() {
 		return
 	}
-	if a.state != StateDrained {
-		a.state, a.since = StateDrained, time.Now()
+	if a.life.enter(StateDrained) {
 		a.logAttrs(slog.LevelInfo, "drained: every shard handed over")
 	}
 	a.publish() // before the answer: Status says drained once Drain returns
-	err := errors.Join(a.drainErrs...)
-	for _, r := range a.drainWait {
+	err := errors.Join(a.life.drainErrs...)
+	for _, r := range a.life.drainWait {
 		r <- err
 	}
-	a.drainWait = nil
+	a.life.drainWait = nil
 }
 
 // sweepNow ages the view and ends quarantines.
 func (a *hostActor) sweepNow(c actor.Context) {
-	ch := a.view.age()
+	ch := a.watch.view.age()
 	a.changed(ch)
 	now := time.Now()
-	for s, until := range a.quarantined {
+	for s, until := range a.runs.quarantined {
 		if !now.Before(until) {
-			delete(a.quarantined, s)
-			if s == "" && a.member == nil && !a.draining {
+			delete(a.runs.quarantined, s)
+			if s == "" && a.runs.member == nil && !a.life.draining() {
 				a.startMember(c)
 			}
 			a.reconcileSoon()
@@ -600,20 +560,7 @@ func (a *hostActor) sweepNow(c actor.Context) {
 // armSweep schedules the next sweep: a quarter of the TTL, at most a second.
 func (a *hostActor) armSweep() {
 	d := min(a.h.cfg.Lease.EffectiveTTL()/4, time.Second)
-	root, self := a.sys.Root, a.self
-	if a.sweep == nil {
-		a.sweep = time.AfterFunc(d, func() { root.Send(self, sweepTick{}) })
-		return
-	}
-	a.sweep.Reset(d)
-}
-
-func (a *hostActor) stopTimers() {
-	for _, t := range []*time.Timer{a.sweep, a.settleTimer, a.rewatchTimer, a.recheckTimer} {
-		if t != nil {
-			t.Stop()
-		}
-	}
+	a.timers.sweep = after(a.timers.sweep, d, a.send(sweepTick{}))
 }
 
 // storeGone reports whether err says that the store can never answer
@@ -626,7 +573,7 @@ func storeGone(err error) bool {
 
 // fail ends Run with err, once: the first such error is the one reported.
 func (a *hostActor) fail(err error) {
-	a.failed(err)
+	a.tally.failed(err)
 	a.logAttrs(slog.LevelError, "the store can never answer again; leaving the fleet and ending Run",
 		slog.Any("error", err))
 	select {
@@ -634,9 +581,6 @@ func (a *hostActor) fail(err error) {
 	default:
 	}
 }
-
-// failed records err as the last error.
-func (a *hostActor) failed(err error) { a.lastErr, a.lastErrAt = err, time.Now() }
 
 func (a *hostActor) emit(ev Event) {
 	if a.h.cfg.OnEvent != nil {

@@ -113,16 +113,17 @@ type ShardStatus struct {
 
 // publish makes the current state what Status returns.
 func (a *hostActor) publish() {
-	st := Status{OwnerID: a.owner, Prefix: a.h.cfg.Prefix, State: a.state, Since: a.since,
-		Balanced: a.balanced, UnbalancedSince: a.unbalancedSince, MovedIn: a.movedIn, HandedOver: a.handedOver}
-	if a.lastErr != nil {
-		st.LastError, st.LastErrorAt = a.lastErr.Error(), a.lastErrAt
+	st := Status{OwnerID: a.owner, Prefix: a.h.cfg.Prefix, State: a.life.state, Since: a.life.since,
+		Balanced: a.plan.balanced(), UnbalancedSince: a.plan.unbalancedSince,
+		MovedIn: a.tally.movedIn, HandedOver: a.tally.handedOver}
+	if err := a.tally.lastErr; err != nil {
+		st.LastError, st.LastErrorAt = err.Error(), a.tally.lastErrAt
 	}
 	holds, targets := map[string]int{}, map[string]int{}
-	st.Shards = make([]ShardStatus, 0, len(a.shards))
-	for _, s := range a.shards {
-		ss := ShardStatus{Name: s, Target: a.plan[s], QuarantinedUntil: a.quarantined[s]}
-		if e, ok := a.view.shard(s); ok && e.held {
+	st.Shards = make([]ShardStatus, 0, len(a.plan.shards))
+	for _, s := range a.plan.shards {
+		ss := ShardStatus{Name: s, Target: a.plan.placed[s], QuarantinedUntil: a.runs.quarantined[s]}
+		if e, ok := a.watch.view.shard(s); ok && e.held {
 			ss.Holder, ss.Token = e.holder.OwnerID, e.holder.Token
 			holds[ss.Holder]++
 		}
@@ -132,13 +133,9 @@ func (a *hostActor) publish() {
 		st.Shards = append(st.Shards, ss)
 	}
 	st.Target = targets[a.owner]
-	for _, id := range slices.Sorted(maps.Keys(a.members)) {
-		st.Members = append(st.Members, Member{OwnerID: id, Meta: a.members[id], Self: id == a.owner,
+	for _, id := range slices.Sorted(maps.Keys(a.plan.members)) {
+		st.Members = append(st.Members, Member{OwnerID: id, Meta: a.plan.members[id], Self: id == a.owner,
 			Holds: holds[id], Target: targets[id]})
 	}
-	sups := make(map[string]*actors.LeaseSupervisor, len(a.local))
-	for s, l := range a.local {
-		sups[s] = l.sup
-	}
-	a.h.status.Store(&snapshot{st: st, local: sups})
+	a.h.status.Store(&snapshot{st: st, local: a.runs.supervisors()})
 }

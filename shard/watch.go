@@ -14,9 +14,9 @@ import (
 // events.
 func (a *hostActor) startWatch() {
 	ctx, cancel := context.WithCancel(context.Background())
-	a.watchGen++
-	a.watchCancel = cancel
-	gen, root, self := a.watchGen, a.sys.Root, a.self
+	a.watch.gen++
+	a.watch.cancel = cancel
+	gen, root, self := a.watch.gen, a.sys.Root, a.self
 	dir, prefix := a.h.cfg.directory(), a.h.cfg.Prefix+"."
 	a.h.bg.Go(func() {
 		defer cancel()
@@ -53,20 +53,27 @@ func (a *hostActor) startWatch() {
 // watchEnded opens the watch again after a pause, or gives up when the
 // store refuses it for good.
 func (a *hostActor) watchEnded(msg dirEnded) {
-	if msg.gen != a.watchGen {
+	if !a.watch.current(msg.gen) {
 		return
 	}
-	a.watchCancel = nil
+	a.watch.cancel = nil
 	if err := a.h.cfg.storeStopped(msg.err); err != nil && (errors.Is(err, lease.ErrInvalid) || storeGone(err)) {
 		a.fail(fmt.Errorf("shard: the store refuses the fleet's watch: %w", err))
 		return
 	}
 	if msg.err != nil {
-		a.failed(msg.err)
+		a.tally.failed(msg.err)
 	}
+	pause := a.watch.backOff()
 	a.logAttrs(slog.LevelWarn, "the fleet's watch ended; opening it again", slog.Any("error", msg.err),
-		slog.Duration("pause", a.rewatch))
-	gen, root, self := a.watchGen, a.sys.Root, a.self
-	a.rewatchTimer = time.AfterFunc(a.rewatch, func() { root.Send(self, rewatchTick{gen: gen}) })
-	a.rewatch = min(2*a.rewatch, rewatchMax)
+		slog.Duration("pause", pause))
+	a.timers.rewatch = time.AfterFunc(pause, a.send(rewatchTick{gen: a.watch.gen}))
+}
+
+// rewatchNow opens the watch again after the pause, unless another was
+// opened meanwhile.
+func (a *hostActor) rewatchNow(msg rewatchTick) {
+	if a.watch.current(msg.gen) && a.watch.cancel == nil {
+		a.startWatch()
+	}
 }
