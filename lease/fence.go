@@ -19,10 +19,9 @@ type Tenure struct {
 // holds the lease (paused, partitioned) can never overwrite a newer owner's
 // work.
 //
-// The term check matters when a store issues one token twice, which a NATS
-// server can do after it lost acknowledged writes (a power failure before
-// its fsync): the second tenure's writes are refused instead of mixing with
-// the first's. A database applies the same rule in the write itself:
+// The term check refuses the second tenure of a token that a store issued
+// twice (after it lost acknowledged writes). A database applies the same
+// rule in the write itself:
 //
 //	UPDATE outbox SET ..., fence = $token, fence_term = $term
 //	 WHERE id = $id AND (fence < $token OR (fence = $token AND fence_term = $term))

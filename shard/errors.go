@@ -10,8 +10,7 @@ var (
 	// same Host is under way: a Host is one member of the fleet.
 	ErrAlreadyRunning = errors.New("shard: the host is already running")
 
-	// ErrInactive is returned by Host.Drain and Host.SetShards when the
-	// Host does not run.
+	// ErrInactive is returned by Host.Drain when the Host does not run.
 	ErrInactive = errors.New("shard: the host does not run")
 
 	// ErrHandoverFailed reports shards that were not handed over cleanly:

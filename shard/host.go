@@ -74,16 +74,12 @@ func NewHost(cfg Config) (*Host, error) {
 // members come and go. When ctx is done it leaves gracefully, as Drain
 // does, and returns once everything it started has stopped.
 //
-// It returns nil after a clean shutdown. An error matching
-// ErrHandoverFailed reports shards that were not handed over cleanly (their
-// leases expire at the store); one matching lease.ErrInvalid says that the
-// store refused the fleet's watch, and Run gave up. One matching
-// actors.ErrStoreStopped (wrapping the store's error) or lease.ErrClosed
-// says that the store stopped for good or was closed, as a shard's or the
-// membership's lease supervisor, or the fleet's watch, found: no retry can
-// help, so Run leaves the fleet and returns it; exit, and let the process
-// be restarted. A second Run while one is under way returns
-// ErrAlreadyRunning.
+// It returns nil after a clean shutdown; ErrAlreadyRunning while another
+// Run is under way; an error matching ErrHandoverFailed for shards not
+// handed over cleanly (their leases expire); lease.ErrInvalid when the
+// store refused the fleet's watch; actors.ErrStoreStopped or lease.ErrClosed
+// when the store stopped for good or was closed: exit, and let the process
+// be restarted.
 func (h *Host) Run(ctx context.Context) error {
 	if !h.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -127,12 +123,10 @@ func (h *Host) Run(ctx context.Context) error {
 }
 
 // Drain hands every shard this instance runs over to the other members and
-// leaves the fleet, for a deploy: it releases its membership lease first,
-// so that the others place its shards among themselves, then stops each
-// shard's workload (its context is cancelled with actors.ErrResigned) and
-// releases its lease, which wakes the new holder through its watch. The
-// instance stays out of the fleet until Run returns; Run then returns at
-// once.
+// leaves the fleet, for a deploy: it releases its membership lease, then
+// stops each shard's workload (its context is cancelled with
+// actors.ErrResigned) and releases the shard's lease. The instance stays
+// out of the fleet until Run returns; Run then returns at once.
 //
 // It returns when every shard has been handed over: nil, or an error
 // matching ErrHandoverFailed that says which were not handed over cleanly;

@@ -9,30 +9,16 @@ import (
 // Place computes where every shard should run: a pure function of the
 // shards, the members, and who holds each shard now (holders maps a shard to
 // its holder's OwnerID; shards it does not name, and holders that are not
-// members, count as free). Every instance that sees
-// the same members and holders computes the same placement, whatever the
-// order of its inputs; duplicates are ignored. It returns shard → member,
-// with every shard placed, or an empty map when there are no members.
+// members, count as free). Every instance that sees the same members and
+// holders computes the same placement, whatever the order of its inputs;
+// duplicates are ignored. It returns shard → member, with every shard
+// placed, or an empty map when there are no members.
 //
-// The placement is balanced, sticky and stable:
-//
-//   - Balanced: with S shards and N members, every member gets S/N or
-//     S/N+1 shards (exactly S mod N of them the larger share).
-//   - Sticky: a shard stays with its holder unless the holder is above its
-//     share; the number of shards that move is the least that any balanced
-//     placement needs (Moves counts them).
-//   - Stable: once the moves it plans are made, in any order and any part
-//     of them (a shard released and not yet taken, or taken by its new
-//     member), Place returns the same placement again, so that instances
-//     never chase a moving target.
-//
-// How: the larger shares go first to members that already hold at least
-// that many shards, then to the others, each group in the order of a hash
-// of the member's name. Each member keeps the shards it holds, up to its
-// share, preferring those it ranks highest by rendezvous hash (a hash of
-// the shard's and the member's names); the shards left over and the free
-// shards go to the members below their share, highest rendezvous score
-// first, which is the stable matching between them.
+// The placement is balanced (every member gets S/N or S/N+1 of S shards
+// over N members), sticky (only shards of members above their share move,
+// the fewest any balanced placement needs: Moves counts them) and stable
+// (with any part of its moves made, Place returns the same placement).
+// docs/sharding.md gives the algorithm.
 func Place(shards, members []string, holders map[string]string) map[string]string {
 	p := newPlanner(shards, members)
 	return p.place(holders)
