@@ -108,18 +108,32 @@ func (p *planner) better(i, j, k, l int) bool {
 	return p.members[j] < p.members[l]
 }
 
+// place computes the placement in the three steps of docs/sharding.md:
+// shares, keep, move.
 func (p *planner) place(holders map[string]string) map[string]string {
-	nm, ns := len(p.members), len(p.shards)
-	out := make(map[string]string, ns)
-	if nm == 0 {
+	out := make(map[string]string, len(p.shards))
+	if len(p.members) == 0 {
 		return out
 	}
-	index := make(map[string]int, nm)
+	held, pool := p.holdings(holders)
+	// 1. Shares.
+	share := p.shares(held)
+	// 2. Keep: each member keeps its best shards up to its share; the rest
+	// join the pool.
+	need, pool := p.keep(out, held, share, pool)
+	// 3. Move: the pool goes to the members below their share.
+	p.match(out, pool, need)
+	return out
+}
+
+// holdings returns the shards each member holds, and the pool of those
+// held by no member.
+func (p *planner) holdings(holders map[string]string) (held [][]int, pool []int) {
+	index := make(map[string]int, len(p.members))
 	for j, m := range p.members {
 		index[m] = j
 	}
-	held := make([][]int, nm) // the shards each member holds
-	var pool []int            // shards to place: free, or above a member's share
+	held = make([][]int, len(p.members))
 	for i, s := range p.shards {
 		if j, ok := index[holders[s]]; ok {
 			held[j] = append(held[j], i)
@@ -127,17 +141,17 @@ func (p *planner) place(holders map[string]string) map[string]string {
 			pool = append(pool, i)
 		}
 	}
+	return held, pool
+}
 
-	share := p.shares(held)
-	need := make([]int, nm)
+// keep places on each member the shards it holds, up to its share,
+// preferring those it ranks highest. It returns how many more each
+// member's share asks for, and pool with the shards it did not keep.
+func (p *planner) keep(out map[string]string, held [][]int, share, pool []int) ([]int, []int) {
+	need := make([]int, len(p.members))
 	for j, hs := range held {
 		if len(hs) > share[j] {
-			slices.SortFunc(hs, func(a, b int) int {
-				if p.better(a, j, b, j) {
-					return -1
-				}
-				return 1
-			})
+			slices.SortFunc(hs, func(a, b int) int { return p.order(a, j, b, j) })
 			pool = append(pool, hs[share[j]:]...)
 			hs = hs[:share[j]]
 		}
@@ -146,24 +160,23 @@ func (p *planner) place(holders map[string]string) map[string]string {
 		}
 		need[j] = share[j] - len(hs)
 	}
+	return need, pool
+}
 
-	// The stable matching of the pool with the members below their share:
-	// pairs by descending score, each taken if both sides are still open.
+// match places the pool on the members that need shards: the stable
+// matching, pairs by descending score, each taken if both sides are still
+// open.
+func (p *planner) match(out map[string]string, pool, need []int) {
 	type pair struct{ i, j int }
 	var pairs []pair
 	for _, i := range pool {
-		for j := range nm {
+		for j := range need {
 			if need[j] > 0 {
 				pairs = append(pairs, pair{i, j})
 			}
 		}
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if p.better(a.i, a.j, b.i, b.j) {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(pairs, func(a, b pair) int { return p.order(a.i, a.j, b.i, b.j) })
 	for _, pr := range pairs {
 		s := p.shards[pr.i]
 		if need[pr.j] == 0 {
@@ -175,7 +188,15 @@ func (p *planner) place(holders map[string]string) map[string]string {
 		out[s] = p.members[pr.j]
 		need[pr.j]--
 	}
-	return out
+}
+
+// order is better as a comparison for sorting: -1 when shard i on member j
+// ranks above shard k on member l, 1 otherwise.
+func (p *planner) order(i, j, k, l int) int {
+	if p.better(i, j, k, l) {
+		return -1
+	}
+	return 1
 }
 
 // shares returns each member's share: S/N, plus one for S mod N members,
