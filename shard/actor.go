@@ -492,7 +492,7 @@ func (a *hostActor) report(msg leaseReport) {
 	from := ""
 	if e, ok := a.watch.view.shard(msg.shard); ok {
 		from = e.holder.OwnerID
-		if e.held && e.holder.Token == acq.Token {
+		if e.held() && e.holder.Token == acq.Token {
 			from = e.prev
 		}
 	}

@@ -123,7 +123,7 @@ func (a *hostActor) publish() {
 	st.Shards = make([]ShardStatus, 0, len(a.plan.shards))
 	for _, s := range a.plan.shards {
 		ss := ShardStatus{Name: s, Target: a.plan.placed[s], QuarantinedUntil: a.runs.quarantined[s]}
-		if e, ok := a.watch.view.shard(s); ok && e.held {
+		if e, ok := a.watch.view.shard(s); ok && e.held() {
 			ss.Holder, ss.Token = e.holder.OwnerID, e.holder.Token
 			holds[ss.Holder]++
 		}

@@ -23,21 +23,38 @@ type view struct {
 	lastEvent time.Time
 }
 
+// leaseState is what the view knows of a lease. The zero value is
+// leaseFree.
+type leaseState uint8
+
+const (
+	leaseFree leaseState = iota // released, expired, aged, or not in a snapshot
+	// leaseHeld: held, but not seen written since the view began watching.
+	// It may be the key of an instance that crashed, which a store keeps
+	// for up to a TTL after its last write (natsstore a grace longer).
+	leaseHeld
+	// leaseWritten: held, and seen written while the view watched (a
+	// change, or a snapshot showing a newer revision than it had): its
+	// holder was alive then. A lease freed or aged must be written again to
+	// be leaseWritten.
+	leaseWritten
+)
+
 // entry is one lease as last seen.
 type entry struct {
 	holder lease.Holder // the current holder, or the last one once free
-	held   bool
+	state  leaseState
 	prev   string    // the OwnerID of the term before holder's
 	rev    uint64    // the revision of the last event applied
 	seen   time.Time // when an event last said it was held
-	// written says that the view saw the lease written while it watched
-	// (a change, or a snapshot showing a newer revision than it had): its
-	// holder was alive then. A lease seen only in a snapshot may be the
-	// key of an instance that crashed, which a store keeps for up to a
-	// TTL after its last write (natsstore a grace longer); a lease freed
-	// or aged must be written again to count as written.
-	written bool
 }
+
+// held reports whether the lease is held.
+func (e *entry) held() bool { return e.state != leaseFree }
+
+// written reports whether the lease is held and was seen written while the
+// view watched.
+func (e *entry) written() bool { return e.state == leaseWritten }
 
 // change says what an update changed.
 type change struct {
@@ -118,26 +135,29 @@ func (e *entry) unseen(rev uint64, isNew, live bool) bool {
 // whether that changes the view: another holder, a member's metadata, or a
 // member proved alive, which may count now (view.placeable).
 func (e *entry) hold(h lease.Holder, isMember, newer bool, now time.Time) bool {
-	changed := !e.held || h.OwnerID != e.holder.OwnerID
+	changed := !e.held() || h.OwnerID != e.holder.OwnerID
 	if isMember && !maps.Equal(h.Meta, e.holder.Meta) {
 		changed = true
 	}
 	if h.Token != e.holder.Token || h.Term != e.holder.Term { // a new term
 		e.prev = e.holder.OwnerID
 	}
-	if newer && !e.written {
-		e.written = true
+	if newer && !e.written() {
+		e.state = leaseWritten
 		changed = changed || isMember
 	}
-	e.holder, e.held, e.seen = h, true, now
+	if e.state == leaseFree {
+		e.state = leaseHeld
+	}
+	e.holder, e.seen = h, now
 	return changed
 }
 
 // free records that the lease is free, and reports whether it was held. It
 // must be written again to count as written.
 func (e *entry) free() bool {
-	was := e.held
-	e.held, e.written = false, false
+	was := e.held()
+	e.state = leaseFree
 	return was
 }
 
@@ -151,13 +171,13 @@ func (v *view) reset(evs []lease.Event, now time.Time) change {
 		c.add(v.record(ev, now, false))
 	}
 	for id, e := range v.members {
-		if e.held && !inSnapshot[id] {
+		if e.held() && !inSnapshot[id] {
 			e.free()
 			c.members = true
 		}
 	}
 	for s, e := range v.shards {
-		if e.held && !inSnapshot[ShardKey(v.prefix, s)] {
+		if e.held() && !inSnapshot[ShardKey(v.prefix, s)] {
 			e.free()
 			c.holders = true
 		}
@@ -176,7 +196,7 @@ func (v *view) age() change {
 			if ttl <= 0 {
 				ttl = v.defaultTTL
 			}
-			if e.held && v.lastEvent.Sub(e.seen) > ttl {
+			if e.held() && v.lastEvent.Sub(e.seen) > ttl {
 				e.free()
 				if i == 0 {
 					c.members = true
@@ -193,7 +213,7 @@ func (v *view) age() change {
 func (v *view) memberIDs() []string {
 	var out []string
 	for id, e := range v.members {
-		if e.held {
+		if e.held() {
 			out = append(out, ownerOf(id, e, v.prefix))
 		}
 	}
@@ -224,16 +244,16 @@ const unprovenFor = 250 * time.Millisecond
 func (v *view) placeable(self string, now time.Time) (ids []string, recheck time.Time) {
 	holds := map[string]bool{}
 	for _, e := range v.shards {
-		if e.held && e.holder.OwnerID != "" {
+		if e.held() && e.holder.OwnerID != "" {
 			holds[e.holder.OwnerID] = true
 		}
 	}
 	for id, e := range v.members {
-		if !e.held {
+		if !e.held() {
 			continue
 		}
 		owner := ownerOf(id, e, v.prefix)
-		if e.written || owner == self || holds[owner] {
+		if e.written() || owner == self || holds[owner] {
 			ids = append(ids, owner)
 			continue
 		}
@@ -253,17 +273,17 @@ func (v *view) placeable(self string, now time.Time) (ids []string, recheck time
 // leave it out.
 func (v *view) unproven(owner string) bool {
 	e, ok := v.member(owner)
-	return ok && !e.written
+	return ok && !e.written()
 }
 
 // member returns the entry of a member by OwnerID.
 func (v *view) member(owner string) (*entry, bool) {
 	e, ok := v.members[MemberKey(v.prefix, owner)]
-	if ok && e.held {
+	if ok && e.held() {
 		return e, true
 	}
 	for id, e := range v.members {
-		if e.held && ownerOf(id, e, v.prefix) == owner {
+		if e.held() && ownerOf(id, e, v.prefix) == owner {
 			return e, true
 		}
 	}
@@ -288,7 +308,7 @@ func ownerOf(id string, e *entry, prefix string) string {
 func (v *view) holders() map[string]string {
 	out := make(map[string]string, len(v.shards))
 	for s, e := range v.shards {
-		if e.held && e.holder.OwnerID != "" {
+		if e.held() && e.holder.OwnerID != "" {
 			out[s] = e.holder.OwnerID
 		}
 	}
