@@ -233,7 +233,7 @@ func (s *supervisor) restartDynamic(c *child) result {
 	s.stopChild(c) // also cancels a pending restart: the state leaves backoff
 	s.armTimer()
 	if err := s.startChild(c); err != nil {
-		c.lastFailure, c.lastFailureAt = err, time.Now()
+		c.failure.record(err)
 		s.afterExit(c, err)
 		return result{err: err}
 	}

@@ -39,7 +39,7 @@ func (s *supervisor) onExit(pid *actor.PID, reason error) {
 	if reason == nil {
 		s.link.forget(pid)
 	} else {
-		c.lastFailure, c.lastFailureAt = reason, time.Now()
+		c.failure.record(reason)
 		c.state = StateStopping
 		s.publish()
 		s.stopIncarnation(c, pid, c.incarnation)
@@ -56,7 +56,7 @@ func (s *supervisor) afterExit(c *child, reason error) {
 		s.remove(c)
 		s.publish()
 	case doNotRestart(reason):
-		c.held = true
+		c.next.held = true
 		s.publish()
 	case c.spec.Restart == Transient && reason == nil:
 		s.publish()
@@ -110,9 +110,11 @@ func (s *supervisor) restart(c *child, reason error) {
 			s.remove(g) // temporary children are never restarted
 			continue
 		}
-		g.state, g.dueAt, g.why = StateBackoff, due, why
+		g.state = StateBackoff
 		if g != c {
-			g.why = fmt.Errorf("sibling %q: %w", c.spec.Name, why)
+			g.next.schedule(due, fmt.Errorf("sibling %q: %w", c.spec.Name, why))
+		} else {
+			g.next.schedule(due, why)
 		}
 	}
 	s.publish()
@@ -130,12 +132,7 @@ func (s *supervisor) restart(c *child, reason error) {
 // nextDelay returns the delay before c's next restart and how many
 // consecutive failures it has had.
 func (c *child) nextDelay(now time.Time) (time.Duration, int) {
-	if c.spec.Backoff.Immediate {
-		c.attempts++
-		return 0, c.attempts
-	}
-	d := c.bo.Failed(now)
-	return d, c.bo.Attempt()
+	return c.next.delay(now, c.spec.Backoff.Immediate)
 }
 
 // allowRestart records a restart at now and reports whether it is within
@@ -176,7 +173,7 @@ func (s *supervisor) group(c *child) []*child {
 		if s.cfg.spec.Strategy == RestForOne && !seen {
 			continue
 		}
-		if !x.held {
+		if !x.next.held {
 			out = append(out, x)
 		}
 	}
@@ -202,7 +199,7 @@ func (s *supervisor) startDue() {
 
 func (s *supervisor) firstDue(now time.Time) *child {
 	for _, c := range s.children {
-		if c.state == StateBackoff && !c.dueAt.After(now) {
+		if c.state == StateBackoff && !c.next.dueAt.After(now) {
 			return c
 		}
 	}
@@ -212,10 +209,9 @@ func (s *supervisor) firstDue(now time.Time) *child {
 // restartNow starts a new incarnation of c. A start that fails is an
 // abnormal exit of c.
 func (s *supervisor) restartNow(c *child) {
-	why := c.why
-	c.why = nil
+	why := c.next.take()
 	if err := s.startChild(c); err != nil {
-		c.lastFailure, c.lastFailureAt = err, time.Now()
+		c.failure.record(err)
 		s.inst.publish(ChildExited{
 			Time: time.Now(), Supervisor: s.cfg.path, Child: c.spec.Name,
 			Incarnation: c.incarnation + 1, Reason: err,
@@ -237,8 +233,8 @@ func (s *supervisor) restartNow(c *child) {
 func (s *supervisor) armTimer() {
 	var due time.Time
 	for _, c := range s.children {
-		if c.state == StateBackoff && (due.IsZero() || c.dueAt.Before(due)) {
-			due = c.dueAt
+		if c.state == StateBackoff && (due.IsZero() || c.next.dueAt.Before(due)) {
+			due = c.next.dueAt
 		}
 	}
 	if due.IsZero() {

@@ -241,10 +241,10 @@ func (s *supervisor) publish() {
 		k := Snapshot{
 			Name: c.spec.Name, Path: c.path, Kind: c.kind, Restart: c.spec.Restart,
 			State: c.state, PID: c.pid, Incarnation: c.incarnation, Restarts: c.restarts,
-			LastFailure: c.lastFailure, LastFailureAt: c.lastFailureAt,
+			LastFailure: c.failure.err, LastFailureAt: c.failure.at,
 		}
 		if c.state == StateBackoff {
-			k.NextRestart = c.dueAt
+			k.NextRestart = c.next.dueAt
 		}
 		if c.spec.Tree != nil {
 			k.Strategy = c.spec.Tree.Strategy

@@ -43,7 +43,9 @@ type supervisor struct {
 	inStartDue bool
 }
 
-// child is a supervisor's view of one child across its incarnations.
+// child is a supervisor's view of one child across its incarnations: what
+// it is (from its spec), its current incarnation, the restart it waits for,
+// and its last failure.
 type child struct {
 	spec  ChildSpec // normalised
 	kind  Kind
@@ -56,15 +58,54 @@ type child struct {
 	state       State
 	restarts    int
 
+	next    nextRestart // when and why it starts again
+	failure failure     // its last abnormal exit
+}
+
+// nextRestart is what a child's next restart depends on.
+type nextRestart struct {
 	held     bool // it exited with ErrDoNotRestart: no restart until started by hand
 	bo       backoff.Backoff
 	attempts int // consecutive failures, for Immediate backoffs
 	dueAt    time.Time
 	why      error // why the pending restart happens
-
-	lastFailure   error
-	lastFailureAt time.Time
 }
+
+// schedule records a restart due at due, for why.
+func (n *nextRestart) schedule(due time.Time, why error) { n.dueAt, n.why = due, why }
+
+// take returns why the pending restart happens, and forgets it.
+func (n *nextRestart) take() error {
+	why := n.why
+	n.why = nil
+	return why
+}
+
+// started records that an incarnation started: a held child is released.
+func (n *nextRestart) started(now time.Time) {
+	n.held = false
+	n.bo.Started(now)
+}
+
+// delay returns the delay before the next restart and how many
+// consecutive failures there have been: none for an Immediate backoff.
+func (n *nextRestart) delay(now time.Time, immediate bool) (time.Duration, int) {
+	if immediate {
+		n.attempts++
+		return 0, n.attempts
+	}
+	d := n.bo.Failed(now)
+	return d, n.bo.Attempt()
+}
+
+// failure is a child's last abnormal exit.
+type failure struct {
+	err error
+	at  time.Time
+}
+
+// record makes err, now, the last failure.
+func (f *failure) record(err error) { f.err, f.at = err, time.Now() }
 
 // restartDue is sent by the backoff timer.
 type restartDue struct{ epoch uint64 }
@@ -141,7 +182,7 @@ func (s *supervisor) newChild(cs ChildSpec) *child {
 		spec: cs,
 		kind: cs.kind(),
 		path: s.cfg.path + "/" + cs.Name,
-		bo:   backoff.Backoff{Policy: cs.Backoff.policy()},
+		next: nextRestart{bo: backoff.Backoff{Policy: cs.Backoff.policy()}},
 	}
 	switch c.kind {
 	case KindActor:
@@ -203,9 +244,8 @@ func (s *supervisor) startChild(c *child) error {
 	}
 	c.pid = pid
 	c.incarnation++
-	c.held = false
 	c.state = StateRunning
-	c.bo.Started(time.Now())
+	c.next.started(time.Now())
 	s.publish()
 	return nil
 }
