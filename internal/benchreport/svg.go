@@ -135,15 +135,23 @@ func niceStep(x float64) float64 {
 	return 10 * p
 }
 
-// SVG renders the plot as a standalone SVG document.
-func (p Plot) SVG() []byte {
-	// The legend goes below the plot, one line per series.
+// canvas is a Plot's layout: the document's size and the plot area's
+// scales.
+type canvas struct {
+	w, h   float64 // the document
+	bottom float64 // the plot area's lower edge
+	sx, sy scale
+}
+
+// layout sizes the document and fits the axes to the data and the
+// reference lines. The legend goes below the plot, one line per series.
+func (p Plot) layout() canvas {
 	legend := 18 * float64(len(p.Series))
 	w, h := float64(p.Width), float64(p.Height)
 	if w == 0 || h == 0 {
 		w, h = 720, marginTop+300+marginBottom+legend
 	}
-	bottom := h - marginBottom - legend // the plot area's lower edge
+	bottom := h - marginBottom - legend
 	if bottom < marginTop+40 {
 		bottom = marginTop + 40
 		h = bottom + marginBottom + legend
@@ -159,90 +167,111 @@ func (p Plot) SVG() []byte {
 			ys = append(ys, r.Value)
 		}
 	}
-	sx := newScale(p.X, xs, marginLeft, w-marginRight)
-	sy := newScale(p.Y, ys, bottom, marginTop)
+	return canvas{w: w, h: h, bottom: bottom,
+		sx: newScale(p.X, xs, marginLeft, w-marginRight), sy: newScale(p.Y, ys, bottom, marginTop)}
+}
 
+// SVG renders the plot as a standalone SVG document.
+func (p Plot) SVG() []byte {
+	c := p.layout()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%g" height="%g" fill="#ffffff"/>`+"\n", w, h)
-	text(&b, w/2, 24, "middle", "font-size=\"15\" font-weight=\"bold\"", p.Title)
-
-	// Grid and ticks.
-	for _, t := range sx.ticks {
-		x := sx.px(t)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", x, marginTop, x, bottom)
-		text(&b, x, bottom+16, "middle", "", sx.format(t))
-	}
-	for _, t := range sy.ticks {
-		y := sy.px(t)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", marginLeft, y, w-marginRight, y)
-		text(&b, marginLeft-6, y+4, "end", "", sy.format(t))
-	}
-	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#404040"/>`+"\n",
-		marginLeft, marginTop, w-marginLeft-marginRight, bottom-marginTop)
-	text(&b, (marginLeft+w-marginRight)/2, bottom+36, "middle", "", p.X.Label)
-	text(&b, 16, (marginTop+bottom)/2, "middle",
-		fmt.Sprintf(`transform="rotate(-90 16 %.1f)"`, (marginTop+bottom)/2), p.Y.Label)
-
-	// Reference lines, labelled along the line.
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" font-family="sans-serif" font-size="12">`+"\n", c.w, c.h, c.w, c.h)
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%g" height="%g" fill="#ffffff"/>`+"\n", c.w, c.h)
+	text(&b, c.w/2, 24, "middle", "font-size=\"15\" font-weight=\"bold\"", p.Title)
+	p.axes(&b, c)
 	for _, r := range p.Refs {
-		if r.Vertical {
-			if !sx.valid(r.Value) {
-				continue
-			}
-			x := sx.px(r.Value)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#808080" stroke-dasharray="2 3"/>`+"\n", x, marginTop, x, bottom)
-			y := bottom - 6 // labels run upwards from the bottom
-			text(&b, x-4, y, "start", fmt.Sprintf(`fill="#606060" transform="rotate(-90 %.1f %.1f)"`, x-4, y), r.Label)
-		} else {
-			if !sy.valid(r.Value) {
-				continue
-			}
-			y := sy.px(r.Value)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#808080" stroke-dasharray="2 3"/>`+"\n", marginLeft, y, w-marginRight, y)
-			text(&b, w-marginRight-4, y-4, "end", `fill="#606060"`, r.Label)
-		}
+		r.draw(&b, c)
 	}
-
-	// Series, and the legend below the axis label.
 	for i, s := range p.Series {
-		color := palette[i%len(palette)]
-		if s.Color != "" {
-			color = s.Color
-		}
-		var pts bytes.Buffer
-		prevY := math.NaN()
-		for j := range min(len(s.X), len(s.Y)) {
-			if !sx.valid(s.X[j]) || !sy.valid(s.Y[j]) {
-				continue
-			}
-			x, y := sx.px(s.X[j]), sy.px(s.Y[j])
-			if s.Step && !math.IsNaN(prevY) {
-				fmt.Fprintf(&pts, "%.1f,%.1f ", x, prevY)
-			}
-			fmt.Fprintf(&pts, "%.1f,%.1f ", x, y)
-			prevY = y
-			if s.Markers {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", x, y, color)
-			}
-		}
-		dash := ""
-		if s.Dashed {
-			dash = ` stroke-dasharray="6 4"`
-		}
-		if pts.Len() > 0 {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", color, dash, bytes.TrimSpace(pts.Bytes()))
-		}
-		ly := bottom + marginBottom + 8 + float64(i)*18
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n",
-			marginLeft, ly-4, marginLeft+24, ly-4, color, dash)
-		if s.Markers {
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", marginLeft+12, ly-4, color)
-		}
-		text(&b, marginLeft+32, ly, "start", "", s.Name)
+		s.draw(&b, c, i)
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
+}
+
+// axes draws the grid, the ticks, the frame and the axis labels.
+func (p Plot) axes(b *bytes.Buffer, c canvas) {
+	for _, t := range c.sx.ticks {
+		x := c.sx.px(t)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", x, marginTop, x, c.bottom)
+		text(b, x, c.bottom+16, "middle", "", c.sx.format(t))
+	}
+	for _, t := range c.sy.ticks {
+		y := c.sy.px(t)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", marginLeft, y, c.w-marginRight, y)
+		text(b, marginLeft-6, y+4, "end", "", c.sy.format(t))
+	}
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#404040"/>`+"\n",
+		marginLeft, marginTop, c.w-marginLeft-marginRight, c.bottom-marginTop)
+	text(b, (marginLeft+c.w-marginRight)/2, c.bottom+36, "middle", "", p.X.Label)
+	text(b, 16, (marginTop+c.bottom)/2, "middle",
+		fmt.Sprintf(`transform="rotate(-90 16 %.1f)"`, (marginTop+c.bottom)/2), p.Y.Label)
+}
+
+// draw draws a reference line, labelled along the line.
+func (r Ref) draw(b *bytes.Buffer, c canvas) {
+	if r.Vertical {
+		if !c.sx.valid(r.Value) {
+			return
+		}
+		x := c.sx.px(r.Value)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#808080" stroke-dasharray="2 3"/>`+"\n", x, marginTop, x, c.bottom)
+		y := c.bottom - 6 // labels run upwards from the bottom
+		text(b, x-4, y, "start", fmt.Sprintf(`fill="#606060" transform="rotate(-90 %.1f %.1f)"`, x-4, y), r.Label)
+		return
+	}
+	if !c.sy.valid(r.Value) {
+		return
+	}
+	y := c.sy.px(r.Value)
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#808080" stroke-dasharray="2 3"/>`+"\n", marginLeft, y, c.w-marginRight, y)
+	text(b, c.w-marginRight-4, y-4, "end", `fill="#606060"`, r.Label)
+}
+
+// draw draws the i-th series, and its line of the legend below the axis
+// label.
+func (s Series) draw(b *bytes.Buffer, c canvas, i int) {
+	color := palette[i%len(palette)]
+	if s.Color != "" {
+		color = s.Color
+	}
+	pts := s.points(b, c, color)
+	dash := ""
+	if s.Dashed {
+		dash = ` stroke-dasharray="6 4"`
+	}
+	if len(pts) > 0 {
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", color, dash, pts)
+	}
+	ly := c.bottom + marginBottom + 8 + float64(i)*18
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n",
+		marginLeft, ly-4, marginLeft+24, ly-4, color, dash)
+	if s.Markers {
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", marginLeft+12, ly-4, color)
+	}
+	text(b, marginLeft+32, ly, "start", "", s.Name)
+}
+
+// points returns the series' polyline points, drawing its markers into b
+// as it goes; points off the scales are left out.
+func (s Series) points(b *bytes.Buffer, c canvas, color string) []byte {
+	var pts bytes.Buffer
+	prevY := math.NaN()
+	for j := range min(len(s.X), len(s.Y)) {
+		if !c.sx.valid(s.X[j]) || !c.sy.valid(s.Y[j]) {
+			continue
+		}
+		x, y := c.sx.px(s.X[j]), c.sy.px(s.Y[j])
+		if s.Step && !math.IsNaN(prevY) {
+			fmt.Fprintf(&pts, "%.1f,%.1f ", x, prevY)
+		}
+		fmt.Fprintf(&pts, "%.1f,%.1f ", x, y)
+		prevY = y
+		if s.Markers {
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", x, y, color)
+		}
+	}
+	return bytes.TrimSpace(pts.Bytes())
 }
 
 // text writes an escaped <text> element; attrs are extra attributes.
