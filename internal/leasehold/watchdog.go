@@ -163,32 +163,36 @@ type watchdog struct {
 	self   *actor.PID
 	system *actor.ActorSystem
 	timer  *time.Timer // the tick timer
-	dtimer *time.Timer // the deadline timer of the renewals in flight
 	due    time.Time   // when the tick timer fires; zero when disarmed
 	retry  backoff.Backoff
 	fails  int
-	last   error // the last transient renewal error
-
-	// mu guards epoch, deadline, stopped and overran, which the timers'
-	// callbacks read and write: once the actor is stopping, a tick callback
-	// already under way must not send it a tick, which would go to dead
-	// letters. While a renewal is in flight, the deadline timer is armed at
-	// its renew deadline, and firing poisons the Hold at once, whatever the
-	// store call is doing (overran). epoch tells that callback whether a
-	// call is in flight: it is incremented when a call starts (odd: in
-	// flight) and when it returns (even); deadline is the in-flight call's,
-	// so that the callback of an earlier call, started too late to be
-	// stopped, does nothing to a later call before its own deadline.
-	mu       sync.Mutex
-	epoch    uint32
-	stopped  bool
-	overran  bool
-	deadline time.Time
+	last   error    // the last transient renewal error
+	call   callGate // the store call in flight, and its deadline timer
 
 	done bool // no more renewals: the Hold ended
 	// jitter: the renewal was sent late; the period after it, if it
 	// succeeds, is shortened at random.
 	jitter bool
+}
+
+// callGate is what a watchdog shares with its timers' callbacks: once the
+// actor is stopping, a tick callback already under way must not send it a
+// tick, which would go to dead letters. While a renewal is in flight, the
+// deadline timer is armed at its renew deadline, and firing poisons the
+// Hold at once, whatever the store call is doing (overran).
+//
+// mu guards epoch, deadline, stopped and overran. epoch tells the deadline
+// timer's callback whether a call is in flight: it is incremented when a
+// call starts (odd: in flight) and when it returns (even); deadline is the
+// in-flight call's, so that the callback of an earlier call, started too
+// late to be stopped, does nothing to a later call before its own deadline.
+type callGate struct {
+	timer    *time.Timer // the deadline timer; only the actor touches it
+	mu       sync.Mutex
+	epoch    uint32
+	stopped  bool
+	overran  bool
+	deadline time.Time
 }
 
 // renewTick wakes the watchdog; stale ticks are recognised by w.due.
@@ -238,9 +242,9 @@ func (w *watchdog) Receive(c actor.Context) {
 	case watchdogSync:
 		close(msg.done)
 	case *actor.Stopping, *actor.Restarting:
-		w.mu.Lock()
-		w.stopped = true
-		w.mu.Unlock()
+		w.call.mu.Lock()
+		w.call.stopped = true
+		w.call.mu.Unlock()
 		w.disarm()
 	}
 }
@@ -295,9 +299,9 @@ func (w *watchdog) arm(due time.Time) {
 // goroutine (tickDispatcher), after unlocking: the tick's renewal takes mu.
 func (w *watchdog) fire() {
 	inline := w.hooks == nil || w.hooks.afterFunc == nil // a test's timers may call back from its own goroutine
-	w.mu.Lock()
-	if w.stopped {
-		w.mu.Unlock()
+	w.call.mu.Lock()
+	if w.call.stopped {
+		w.call.mu.Unlock()
 		return
 	}
 	if inline {
@@ -308,7 +312,7 @@ func (w *watchdog) fire() {
 	if inline {
 		run = w.dispatch.take()
 	}
-	w.mu.Unlock()
+	w.call.mu.Unlock()
 	if run != nil {
 		growStack()
 		run()
@@ -343,36 +347,38 @@ func stackSink([]byte) {}
 // (it fired as the call returned, and started too late to be stopped) does
 // nothing: no call is in flight, or the one in flight has a later deadline.
 func (w *watchdog) overrun() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.epoch%2 == 1 && !time.Now().Before(w.deadline) { // a call in flight is past its deadline
-		w.overran = w.hold.Poison(lease.LossDeadline, ErrRenewOverran)
+	g := &w.call
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.epoch%2 == 1 && !time.Now().Before(g.deadline) { // a call in flight is past its deadline
+		g.overran = w.hold.Poison(lease.LossDeadline, ErrRenewOverran)
 	}
 }
 
-// call runs one store renewal with a timer of its own armed at deadline,
-// so that the Hold is poisoned at the deadline even if the store does not
-// return in time. It reports whether that happened. The tick timer is
-// disarmed meanwhile: a tick already under way is stale.
-func (w *watchdog) call(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
+// callStore runs one store renewal with a timer of its own armed at
+// deadline, so that the Hold is poisoned at the deadline even if the store
+// does not return in time. It reports whether that happened. The tick
+// timer is disarmed meanwhile: a tick already under way is stale.
+func (w *watchdog) callStore(ctx context.Context, l lease.Lease, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
 	w.disarm()
-	w.mu.Lock()
-	w.epoch++ // odd: in flight
-	w.deadline = deadline
-	w.overran = false
-	w.mu.Unlock()
-	if d := max(time.Until(deadline), 0); w.dtimer == nil {
-		w.dtimer = w.after(d, w.overrun)
+	g := &w.call
+	g.mu.Lock()
+	g.epoch++ // odd: in flight
+	g.deadline = deadline
+	g.overran = false
+	g.mu.Unlock()
+	if d := max(time.Until(deadline), 0); g.timer == nil {
+		g.timer = w.after(d, w.overrun)
 	} else {
-		w.dtimer.Reset(d)
+		g.timer.Reset(d)
 	}
 	renewed, err = w.store.Renew(ctx, l)
-	w.dtimer.Stop()
-	w.mu.Lock()
-	overran = w.overran
-	w.epoch++ // even: returned
-	w.overran = false
-	w.mu.Unlock()
+	g.timer.Stop()
+	g.mu.Lock()
+	overran = g.overran
+	g.epoch++ // even: returned
+	g.overran = false
+	g.mu.Unlock()
 	return renewed, overran, err
 }
 
@@ -404,6 +410,7 @@ func (w *watchdog) deadlineCause() error {
 // invalid is returned without poisoning or re-arming: the caller restores
 // the previous TTL and schedule.
 func (w *watchdog) renew(c actor.Context, extending bool) error {
+	// 1. What to send, unless the Hold ended or its renew deadline passed.
 	if w.done {
 		return w.hold.Err()
 	}
@@ -417,24 +424,45 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		w.poison(c, l, lease.LossDeadline, w.deadlineCause())
 		return w.hold.Err()
 	}
+	// 2. The write may land whatever the answer says: the Hold's validity
+	// and renew deadline are lowered to its own, if earlier, before it is
+	// sent (a shorter TTL).
 	period := renewPeriod(w.interval, l.TTL)
-	// The write may land whatever the answer says: the Hold's validity and
-	// renew deadline are lowered to its own, if earlier, before it is sent
-	// (a shorter TTL).
 	deadline, before := w.hold.sending(l.TTL, sent)
-	// One attempt may take at most a period, and never past the deadline;
-	// the Hold's end aborts it (beginCall).
+	// 3. Send it.
+	renewed, overran, err := w.send(l, sent, period, deadline)
+	// 4. Next: stop, or schedule the next renewal or the retry.
+	switch {
+	case w.done: // the Hold ended before the call began
+		return err
+	case overran:
+		w.done = true
+		w.disarm()
+		w.report(c, l, lease.LossDeadline, ErrRenewOverran)
+		return w.hold.Err()
+	case err == nil:
+		w.succeeded(renewed, sent, period)
+		return nil
+	}
+	return w.failed(c, failure{lease: l, err: err, deadline: deadline, period: period, extending: extending, before: before})
+}
+
+// send makes the store call of a renewal sent at sent. One attempt may
+// take at most a period, and never past the deadline; the Hold's end
+// aborts it (beginCall), and if the Hold ended before it began, send marks
+// the watchdog done and returns the Hold's error.
+func (w *watchdog) send(l lease.Lease, sent Sent, period time.Duration, deadline time.Time) (renewed lease.Lease, overran bool, err error) {
 	attemptEnd := sent.At.Add(period)
 	if deadline.Before(attemptEnd) {
 		attemptEnd = deadline
 	}
 	callCtx, cancel := context.WithDeadline(context.Background(), attemptEnd)
+	defer cancel()
 	if err := w.hold.beginCall(cancel); err != nil {
-		cancel()
 		w.done = true
-		return err
+		return lease.Lease{}, false, err
 	}
-	renewed, overran, err := w.call(callCtx, l, deadline)
+	renewed, overran, err = w.callStore(callCtx, l, deadline)
 	if err == nil {
 		// The revision is recorded before the call counts as over (even
 		// when the Hold has ended or overran), so that a release that finds
@@ -442,50 +470,64 @@ func (w *watchdog) renew(c actor.Context, extending bool) error {
 		w.hold.renewed(renewed, sent)
 	}
 	w.hold.endCall()
-	cancel()
-	if overran {
-		w.done = true
-		w.disarm()
-		w.report(c, l, lease.LossDeadline, ErrRenewOverran)
-		return w.hold.Err()
+	return renewed, overran, err
+}
+
+// succeeded schedules the renewal after a successful one sent at sent.
+func (w *watchdog) succeeded(renewed lease.Lease, sent Sent, period time.Duration) {
+	w.fails, w.last = 0, nil
+	w.retry.Reset()
+	w.emit(Renewed{Lease: renewed, ValidUntil: w.hold.ValidUntil()})
+	if w.jitter {
+		period, w.jitter = jitteredBy(w.rand(), period), false
 	}
-	if err == nil {
-		w.fails, w.last = 0, nil
-		w.retry.Reset()
-		w.emit(Renewed{Lease: renewed, ValidUntil: w.hold.ValidUntil()})
-		if w.jitter {
-			period, w.jitter = jitteredBy(w.rand(), period), false
-		}
-		w.arm(sent.At.Add(period))
-		return nil
-	}
+	w.arm(sent.At.Add(period))
+}
+
+// failure is a renewal that failed: what was sent, its error, and what
+// the decision after it needs.
+type failure struct {
+	lease     lease.Lease
+	err       error
+	deadline  time.Time // the renew deadline
+	period    time.Duration
+	extending bool
+	before    validity // the Hold's state before the renewal was sent
+}
+
+// failed decides what a failed renewal leads to: nothing more if the Hold
+// ended meanwhile, the previous TTL back for a refused Extend, a poisoned
+// Hold for an answer retrying cannot fix or past the deadline, otherwise a
+// retry after a short backoff. It returns the renewal's error (the Hold's
+// once it ended).
+func (w *watchdog) failed(c actor.Context, f failure) error {
 	if w.hold.Err() != nil { // ended while the renewal was in flight: stop quietly
 		w.done = true
 		return w.hold.Err()
 	}
-	if extending && refused(err) {
-		w.hold.restore(before) // nothing was written
-		return err
+	if f.extending && refused(f.err) {
+		w.hold.restore(f.before) // nothing was written
+		return f.err
 	}
-	if reason := classify(err); reason != lease.LossUnknown {
-		w.poison(c, l, reason, err)
+	if reason := classify(f.err); reason != lease.LossUnknown {
+		w.poison(c, f.lease, reason, f.err)
 		return w.hold.Err()
 	}
 	w.fails++
-	w.last = err
-	w.emit(RenewalFailed{Lease: l, Attempt: w.fails, Deadline: deadline, Err: err})
+	w.last = f.err
+	w.emit(RenewalFailed{Lease: f.lease, Attempt: w.fails, Deadline: f.deadline, Err: f.err})
 	w.log.LogAttrs(context.Background(), slog.LevelWarn, "lease renewal failed; retrying until the renew deadline",
-		leaseAttrs(l, slog.Int("attempt", w.fails), slog.Time("deadline", deadline), slog.Any("error", err))...)
+		leaseAttrs(f.lease, slog.Int("attempt", w.fails), slog.Time("deadline", f.deadline), slog.Any("error", f.err))...)
 	now := time.Now()
-	if !now.Before(deadline) {
-		w.poison(c, l, lease.LossDeadline, err)
+	if !now.Before(f.deadline) {
+		w.poison(c, f.lease, lease.LossDeadline, f.err)
 		return w.hold.Err()
 	}
 	if w.fails == 1 {
-		w.retry.Policy, w.retry.Rand = retryPolicy(period), w.rand()
+		w.retry.Policy, w.retry.Rand = retryPolicy(f.period), w.rand()
 	}
-	w.arm(now.Add(min(w.retry.Failed(now), deadline.Sub(now))))
-	return err
+	w.arm(now.Add(min(w.retry.Failed(now), f.deadline.Sub(now))))
+	return f.err
 }
 
 // retryPolicy is the short backoff between failed renewals: from a tenth of
