@@ -78,6 +78,7 @@ bench:
 	$(call bench_prof,actors-handover,-bench=BenchmarkHandover/watch -benchtime=40x,./actors,)
 	$(call bench_prof,actors-crash,-bench=BenchmarkCrashTakeover -benchtime=5x,./actors,)
 	$(call bench_prof,supervision-throughput,-bench=BenchmarkThroughput,./supervision,)
+	$(call bench_prof,leasehold-renew-cpu,-bench='BenchmarkWatchdogRenewCPU$$' -benchtime=100000x,./internal/leasehold,)
 	$(call bench_prof,lock-held-10000,-bench='BenchmarkHeldLocks/locks=10000/acquire=burst$$' -benchtime=1x,./lock,)
 	$(call bench_prof,lock-held-100000,-bench='BenchmarkHeldLocks/locks=100000/acquire=burst$$' -benchtime=1x,./lock,)
 	$(call bench_prof,lock-acquire-lease,-bench='BenchmarkAcquireRelease/lease$$' -benchtime=2000x,./lock,-cum -focus='lock\.')

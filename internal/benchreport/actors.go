@@ -16,10 +16,6 @@ func (r *report) actorsSection() {
 		{"BenchmarkHoldToken", "allocs/op", "allocations per token read"},
 		{"BenchmarkWatchdogRenewal", "ns/op", "one renewal through the watchdog actor (Extend round trip, in-memory store)"},
 		{"BenchmarkWatchdogRenewal", "allocs/op", "allocations per renewal through the watchdog"},
-		{"BenchmarkWatchdogRenewCPU", "cpu-ns/renewal", "process CPU per renewal on the watchdogs' own ticks, 1,000 watchdogs, in-memory store (goal issue 34: at most 15 µs)"},
-		{"BenchmarkWatchdogRenewCPU", "store-cpu-ns/renewal", "MemStore.Renew alone, same run: the store's share"},
-		{"BenchmarkWatchdogRenewCPUNATS", "cpu-ns/renewal", "the same on natsstore, in-process nats-server (its CPU included), 1,000 watchdogs"},
-		{"BenchmarkWatchdogRenewCPUNATS", "store-cpu-ns/renewal", "natsstore Store.Renew alone, one after the other, same run (server included)"},
 	}
 	var lines []string
 	for _, row := range rows {

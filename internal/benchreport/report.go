@@ -104,6 +104,7 @@ func Build(in Input) Output {
 	r.observed()
 	r.supervision()
 	r.leases()
+	r.renewCPU()
 	r.locks()
 	r.singleton()
 	r.sharding()
