@@ -6,9 +6,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/internal/actorsys"
+	"github.com/asterforge/aster/internal/leasehold"
 )
 
-// host is where a Locker's watchdogs run: the actor system and the keeper.
+// host is where a Locker's watchdogs run: the actor system and the keeper,
+// and the pacer of their first renewals.
 // New starts them in the background (an actor system of our own costs
 // milliseconds); started is closed once they are there.
 type host struct {
@@ -16,7 +18,8 @@ type host struct {
 	sys     *actor.ActorSystem
 	own     *actorsys.System // nil when the system was given
 	keeper  *actor.PID
-	done    chan struct{} // closed when the keeper actor has stopped
+	done    chan struct{}   // closed when the keeper actor has stopped
+	pacer   leasehold.Pacer // spreads the first renewals of locks taken in a burst
 }
 
 // start starts the actor system, unless sys is given, and the keeper.

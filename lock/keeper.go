@@ -289,7 +289,7 @@ func (l *Locker) watchdogProps(h *leasehold.Hold, cfg lease.Config, events bool)
 	if events && l.cfg.OnEvent != nil {
 		report = l.report
 	}
-	return leasehold.WatchdogProps(l.store, h, cfg, l.cfg.Logger, report)
+	return leasehold.PacedWatchdogProps(l.store, h, cfg, l.cfg.Logger, report, &l.host.pacer)
 }
 
 // watchdogFailed implements keeperOwner.

@@ -150,7 +150,9 @@ func TestThousandLocksRenewOnSchedule(t *testing.T) {
 		time.Sleep(periods*time.Second + 500*time.Millisecond)
 		synctest.Wait()
 		for i, g := range guards {
-			require.Equal(t, int32(periods), rec.counts[i].Load(), "renewals of lock %d", i)
+			// Locks taken in a burst renew first early, at a random point
+			// of the period (leasehold.Pacer), and every period after.
+			require.Contains(t, []int32{periods, periods + 1}, rec.counts[i].Load(), "renewals of lock %d", i)
 			_, err := g.Token()
 			require.NoError(t, err)
 			owner, _, ok := mem.Holder(g.Resource())
@@ -160,7 +162,10 @@ func TestThousandLocksRenewOnSchedule(t *testing.T) {
 		qs, maxLag, n := rec.quantiles(0.99)
 		assert.Equal(t, locks*periods, n)
 		assert.Zero(t, qs[0])
-		assert.Zero(t, maxLag, "in virtual time every renewal is sent exactly when due")
+		assert.Zero(t, maxLag, "in virtual time no renewal is sent after it is due")
+		sqs, sMax, _ := rec.steadyQuantiles(0.01)
+		assert.Zero(t, sqs[0], "after the first, every renewal is sent exactly when due")
+		assert.Zero(t, sMax, "after the first, every renewal is sent exactly when due")
 		assert.Zero(t, rec.poison.Load())
 		assert.Zero(t, rec.failed.Load())
 

@@ -56,7 +56,17 @@ import (
 // than the default one; a watchdog gets a message per renew period, so the
 // default's throughput buys nothing.
 func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, report func(Report)) *actor.Props {
-	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger), onReport: report}
+	return PacedWatchdogProps(store, hold, cfg, logger, report, nil)
+}
+
+// PacedWatchdogProps is WatchdogProps for one of many watchdogs that share
+// pacer, which spreads the first renewals of those started in a burst
+// (see Pacer); nil means none.
+func PacedWatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, report func(Report),
+	pacer *Pacer,
+) *actor.Props {
+	spec := &watchdogSpec{store: store, hold: hold, interval: cfg.RenewInterval, log: actorsys.Logger(logger),
+		onReport: report, pacer: pacer}
 	return spec.props()
 }
 
@@ -73,6 +83,7 @@ type watchdogSpec struct {
 	onReport func(Report)
 	hooks    *watchdogHooks // nil but in tests
 	dispatch tickDispatcher // the mailbox's, one per watchdog
+	pacer    *Pacer         // shared with the watchdogs started beside it; may be nil
 }
 
 // watchdogHooks lets a test take over what makes a watchdog's schedule
@@ -227,7 +238,7 @@ func (w *watchdog) Receive(c actor.Context) {
 			w.done = true
 			return
 		}
-		w.arm(sent.At.Add(w.period()))
+		w.arm(sent.At.Add(w.firstPeriod()))
 	case renewTick:
 		now := time.Now()
 		if w.due.IsZero() || now.Before(w.due) {
@@ -247,6 +258,17 @@ func (w *watchdog) Receive(c actor.Context) {
 		w.call.mu.Unlock()
 		w.disarm()
 	}
+}
+
+// firstPeriod is the sleep before the first renewal: the period, or,
+// for a watchdog its Pacer finds started in a burst, the period shortened
+// at random by up to nine tenths (spreadFirst).
+func (w *watchdog) firstPeriod() time.Duration {
+	period := w.period()
+	if w.pacer != nil && w.pacer.burst(time.Now()) {
+		return spreadFirst(w.rand(), period)
+	}
+	return period
 }
 
 // period is the sleep between renewals for the Hold's current TTL.
