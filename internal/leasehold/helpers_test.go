@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,6 +20,9 @@ import (
 // let through: its dead-letter throttle, which a message to a stopped actor
 // starts and which ends by itself one second later (throttler.go).
 func TestMain(m *testing.M) {
+	if os.Getenv(natsServerEnv) != "" {
+		os.Exit(serveNATS())
+	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
 }
