@@ -52,7 +52,7 @@ var resumeRetry = backoff.Policy{Base: 25 * time.Millisecond, Cap: 250 * time.Mi
 // expires.
 func (s *supervisor) lapse(t *term) bool {
 	var lost *lease.LostError
-	if t.end != endLost || !errors.As(t.hold.Err(), &lost) || lost.Reason != lease.LossDeadline ||
+	if t.end.how != endLost || !errors.As(t.hold.Err(), &lost) || lost.Reason != lease.LossDeadline ||
 		s.s.shared.closing.Load() {
 		return false
 	}
@@ -63,8 +63,8 @@ func (s *supervisor) lapse(t *term) bool {
 	if !time.Now().Before(until) {
 		return false
 	}
-	s.lapsed, s.lapsedUntil = l, until
-	s.resumes.Reset()
+	s.lapsed.lease, s.lapsed.until = l, until
+	s.lapsed.retries.Reset()
 	s.s.logAttrs(slog.LevelWarn, "lease lapsed: no renewal succeeded before the renew deadline; "+
 		"the workload stopped, and the term resumes with the same token if the store still holds the lease", l.Token,
 		slog.Time("resumable_until", until))
@@ -75,7 +75,7 @@ func (s *supervisor) lapse(t *term) bool {
 // succeeds. It reports false, having made no store call, when the tries
 // are over: the caller acquires instead.
 func (s *supervisor) resume(c actor.Context) bool {
-	l, until := s.lapsed, s.lapsedUntil
+	l, until := s.lapsed.lease, s.lapsed.until
 	sent := leasehold.Now()
 	if !sent.At.Before(until) {
 		s.endLapse("the store did not answer for one TTL after the lease could have expired", l.Token)
@@ -86,28 +86,28 @@ func (s *supervisor) resume(c actor.Context) bool {
 	cancel()
 	switch {
 	case err == nil && s.s.shared.closing.Load():
-		s.lapsed = lease.Lease{}
+		s.lapsed.forget()
 		s.giveBack(renewed, sent) // Run is returning: no term starts
 	case err == nil:
-		s.lapsed = lease.Lease{}
+		s.lapsed.forget()
 		s.lead(c, renewed, sent, true)
 	case errors.Is(err, lease.ErrLost):
-		s.answered()
+		s.errs.answered()
 		s.endLapse("another term wrote the key, or it expired", l.Token)
 		s.waiting(WaitNone, time.Time{})
 		s.arm(0) // acquire now
 		s.publish()
 	default:
-		s.storeFailed(err)
+		s.errs.storeFailed(err)
 		level := slog.LevelInfo
-		if s.resumes.Attempt() > 0 {
+		if s.lapsed.retries.Attempt() > 0 {
 			level = slog.LevelDebug // said once
 		}
-		delay := min(s.resumes.Failed(time.Now()), time.Until(until))
+		delay := min(s.lapsed.retries.Failed(time.Now()), time.Until(until))
 		s.s.logAttrs(level, "lapsed lease not renewed yet; retrying", l.Token, slog.Any("error", err),
 			slog.Duration("retry_in", delay))
 		s.arm(delay)
-		s.waiting(WaitBackoff, s.due)
+		s.waiting(WaitBackoff, s.timer.due)
 		s.publish()
 	}
 	return true
@@ -115,7 +115,7 @@ func (s *supervisor) resume(c actor.Context) bool {
 
 // endLapse forgets the lapsed lease: it cannot be resumed.
 func (s *supervisor) endLapse(why string, token lease.Token) {
-	s.lapsed = lease.Lease{}
+	s.lapsed.forget()
 	s.s.logAttrs(slog.LevelInfo, "lapsed lease not resumed: "+why, token)
 }
 
@@ -123,11 +123,11 @@ func (s *supervisor) endLapse(why string, token lease.Token) {
 // be held (Resign, shutdown): its standbys then take over at once instead of
 // waiting for it to expire.
 func (s *supervisor) releaseLapsed() {
-	l, until := s.lapsed, s.lapsedUntil
+	l, until := s.lapsed.lease, s.lapsed.until
 	if l.ID == "" {
 		return
 	}
-	s.lapsed = lease.Lease{}
+	s.lapsed.forget()
 	if !time.Now().Before(until) {
 		return
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/asterforge/aster/internal/actorsys"
-	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/internal/leasehold"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/supervision"
@@ -203,59 +202,24 @@ func (s *LeaseSupervisor) retryDelay() time.Duration {
 	return d*3/4 + rand.N(d/2+1)
 }
 
-// supervisor is the LeaseSupervisor actor: one incarnation.
+// supervisor is the LeaseSupervisor actor: one incarnation. Its state is
+// its State and a few named parts (parts.go).
 type supervisor struct {
-	s      *LeaseSupervisor
-	self   *actor.PID
-	system *actor.ActorSystem
-	state  State
-	since  time.Time
+	s     *LeaseSupervisor
+	me    incarnation
+	state State
+	since time.Time // when it entered state
 
-	timer *time.Timer // one timer: the standby poll, the restart backoff, a stop budget
-	due   time.Time   // when it fires; zero when disarmed
-
-	watch    context.CancelFunc // the standby watch's, nil when none
-	watchGen uint64
-
-	holder lease.Holder // who holds the lease, as last seen in standby
-	// holderSeen: holder has been seen since the last term (a key that
-	// vanished without a release has a holder with no owner).
-	holderSeen bool
-	seenOther  bool // another instance was seen holding it since the last term
-	// claimTerm is the term identity of the next term: fresh after every
-	// term, and kept across the attempts of one standby period, so that an
-	// attempt whose outcome was unknown is recognised by the next.
-	claimTerm string
-	holdOff   time.Time // no acquisition before (step down, Resign)
-	// yielded is the term that stepped down, while its hold off lasts: the
-	// hold off ends early once another term holds the lease (a Resign's
-	// does not: its time is the caller's).
-	yielded    string
-	waitLive   uint64 // the live-work wake-up armed, 0 if none
-	cancelLive func() // forgets it
-
-	term *term // the current term, leading or stopping
-
-	// lapsed is the lease of a term whose renewals failed until its renew
-	// deadline, while it may still be held at the store (until
-	// lapsedUntil); zero when none. See lapse.
-	lapsed      lease.Lease
-	lapsedUntil time.Time
-	resumes     backoff.Backoff // failed renewals of lapsed
-
-	backoff    backoff.Backoff // restarts after failed terms
-	restarts   []time.Time     // restart times within the policy's period
-	acqBackoff backoff.Backoff // acquisitions that fail for a reason retrying soon cannot fix
-	acqFails   int
-	lastErr    error
-	lastErrAt  time.Time
-	errCleared time.Time // when a later step succeeded; zero while lastErr stands
-	errStore   bool      // lastErr is a store error of standby, which the store's next answer clears
-	wait       WaitReason
-	waitUntil  time.Time // the end of wait, zero if unknown
-	lastTerm   string
-	lastToken  lease.Token
-	registered bool // this incarnation is shared.actor
+	timer    oneTimer
+	wake     wakeups
+	cand     candidacy
+	term     *term       // the current term, leading or stopping
+	lapsed   lapsedLease // see lapse
+	restarts restartLog  // after failed terms
+	acq      acquireRetry
+	errs     lastError
+	wait     waitFor
+	last     lastTerm
 }
 
 // termEnd says why a term ends.
@@ -270,26 +234,17 @@ const (
 
 // term is one leadership term.
 type term struct {
-	seq    uint64
-	hold   *leasehold.Hold
-	token  lease.Token
-	ctx    context.Context // the workload's
-	cancel context.CancelCauseFunc
-	dog    *actor.PID
-	work   workloadInstance
-	// notify: the workload's stop is sent to this incarnation; stuck: it
-	// was reported stuck. Both are read by the workload's stop callback.
-	notify, stuck *atomic.Bool
-	failure       error // why the workload actor failed, if it did
-
-	// Ending:
-	end           termEnd
-	cause         error // why it ended
-	dogDone       bool  // the watchdog has terminated
-	workDone      bool  // every part of the workload has stopped
-	workActorDone bool  // the workload's actor has terminated or been told to stop
-	stopUntil     time.Time
-	resigns       []resignRequest // Resign calls waiting for the end
+	seq     uint64
+	hold    *leasehold.Hold
+	token   lease.Token
+	ctx     context.Context // the workload's
+	cancel  context.CancelCauseFunc
+	dog     *actor.PID
+	work    workloadInstance
+	flags   *stopFlags // read by the workload's stop callback
+	failure error      // why the workload actor failed, if it did
+	stopped parts      // which of its parts have stopped
+	end     ending     // set when it starts ending
 }
 
 // Internal messages.
@@ -316,56 +271,21 @@ type (
 // errWatchdogStopped poisons a Hold whose Watchdog stopped by itself.
 var errWatchdogStopped = errors.New("actors: watchdog stopped unexpectedly")
 
-// Receive implements actor.Actor.
+// Receive implements actor.Actor: each message is one call.
 func (s *supervisor) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
-		s.self, s.system = c.Self(), c.ActorSystem()
-		s.registered = s.s.shared.actor.CompareAndSwap(nil, &actorRef{sys: s.system, pid: s.self})
-		if !s.registered {
-			if ref := s.s.shared.actor.Load(); ref != nil && ref.pid.Equal(s.self) {
-				s.registered = true // restarted in place
-			} else {
-				s.s.logAttrs(slog.LevelWarn, "the LeaseSupervisor's Props were spawned twice: "+
-					"two candidates of one instance; Status and Resign follow the first", 0)
-			}
-		}
-		s.backoff.Policy, s.backoff.Rand = s.s.cfg.Restart.backoff(), s.s.rand
-		s.acqBackoff.Policy = acquireBackoff(s.s.cfg.Lease.EffectiveStandbyRetryInterval())
-		s.resumes.Policy, s.resumes.Rand = resumeRetry, s.s.rand
-		s.claimTerm = lease.NewTerm()
-		if s.s.shared.closing.Load() {
-			s.setState(StateStopped)
-			return
-		}
-		s.standby(c)
+		s.started(c)
 	case supervisorTick:
-		if s.due.IsZero() || time.Now().Before(s.due) {
-			return // stale
-		}
-		s.due = time.Time{}
 		s.tick(c)
 	case watchEvent:
 		s.watchEvent(c, msg)
 	case watchEnded:
-		if msg.gen == s.watchGen {
-			s.watch = nil // polling goes on; the next attempt opens a new watch
-			if msg.err != nil {
-				s.s.logAttrs(slog.LevelDebug, "no watch; polling only", 0, slog.Any("error", msg.err))
-			}
-		}
+		s.watchEnded(msg)
 	case liveDrained:
-		if msg.gen == s.waitLive {
-			s.waitLive = 0
-			if s.state == StateStandby {
-				s.s.logAttrs(slog.LevelInfo, "the workloads of earlier terms have stopped", 0)
-				s.tryAcquire(c)
-			}
-		}
+		s.liveDrained(c, msg)
 	case leasehold.Poison:
-		if t := s.term; t != nil && s.state == StateLeading && t.token == msg.Token {
-			s.endTerm(c, endLost, msg.Err)
-		}
+		s.poisoned(c, msg)
 	case workloadExited:
 		s.workloadExited(c, msg)
 	case workloadStopped:
@@ -374,14 +294,81 @@ func (s *supervisor) Receive(c actor.Context) {
 		s.resign(c, msg)
 	case *actor.Terminated:
 		s.terminated(c, msg.Who)
-	case *actor.Stopping:
-		s.shutdown(c)
-	case *actor.Restarting:
+	case *actor.Stopping, *actor.Restarting:
 		s.shutdown(c)
 	case *actor.Stopped:
-		if s.registered {
-			s.s.shared.actor.Store(nil)
-		}
+		s.stopped()
+	}
+}
+
+// stopped lets Status and Resign follow no incarnation, if they followed
+// this one.
+func (s *supervisor) stopped() {
+	if s.me.registered {
+		s.s.shared.actor.Store(nil)
+	}
+}
+
+// started sets the incarnation up and stands by.
+func (s *supervisor) started(c actor.Context) {
+	s.me.pid, s.me.sys = c.Self(), c.ActorSystem()
+	s.register()
+	self, root := s.me.pid, s.me.sys.Root
+	s.timer.fire = func() { root.Send(self, supervisorTick{}) }
+	s.restarts.backoff.Policy, s.restarts.backoff.Rand = s.s.cfg.Restart.backoff(), s.s.rand
+	s.acq.backoff.Policy = acquireBackoff(s.s.cfg.Lease.EffectiveStandbyRetryInterval())
+	s.lapsed.retries.Policy, s.lapsed.retries.Rand = resumeRetry, s.s.rand
+	s.cand.claimTerm = lease.NewTerm()
+	if s.s.shared.closing.Load() {
+		s.setState(StateStopped)
+		return
+	}
+	s.standby(c)
+}
+
+// register makes this incarnation the one Status and Resign follow, unless
+// another one runs.
+func (s *supervisor) register() {
+	s.me.registered = s.s.shared.actor.CompareAndSwap(nil, &actorRef{sys: s.me.sys, pid: s.me.pid})
+	if s.me.registered {
+		return
+	}
+	if ref := s.s.shared.actor.Load(); ref != nil && ref.pid.Equal(s.me.pid) {
+		s.me.registered = true // restarted in place
+		return
+	}
+	s.s.logAttrs(slog.LevelWarn, "the LeaseSupervisor's Props were spawned twice: "+
+		"two candidates of one instance; Status and Resign follow the first", 0)
+}
+
+// watchEnded handles the end of a standby watch: polling goes on, and the
+// next attempt opens a new watch.
+func (s *supervisor) watchEnded(msg watchEnded) {
+	if msg.gen != s.wake.gen {
+		return
+	}
+	s.wake.watch = nil
+	if msg.err != nil {
+		s.s.logAttrs(slog.LevelDebug, "no watch; polling only", 0, slog.Any("error", msg.err))
+	}
+}
+
+// liveDrained handles the end of the workloads of earlier terms.
+func (s *supervisor) liveDrained(c actor.Context, msg liveDrained) {
+	if msg.gen != s.wake.drain {
+		return
+	}
+	s.wake.drain = 0
+	if s.state == StateStandby {
+		s.s.logAttrs(slog.LevelInfo, "the workloads of earlier terms have stopped", 0)
+		s.tryAcquire(c)
+	}
+}
+
+// poisoned handles the Watchdog's Poison: the current term is lost.
+func (s *supervisor) poisoned(c actor.Context, msg leasehold.Poison) {
+	if t := s.term; t != nil && s.state == StateLeading && t.token == msg.Token {
+		s.endTerm(c, endLost, msg.Err)
 	}
 }
 
@@ -419,16 +406,16 @@ func (s *supervisor) setState(st State) {
 
 // publish makes the current state what Status returns.
 func (s *supervisor) publish() {
-	if !s.registered {
+	if !s.me.registered {
 		return
 	}
 	st := &Status{
 		LeaseID: s.s.cfg.Lease.LeaseID, OwnerID: s.s.cfg.Lease.OwnerID,
-		State: s.state, Since: s.since, Term: s.lastTerm, Token: s.lastToken,
-		Restarts: len(s.restarts), HoldOffUntil: s.holdOff,
+		State: s.state, Since: s.since, Term: s.last.id, Token: s.last.token,
+		Restarts: len(s.restarts.times), HoldOffUntil: s.cand.holdOff,
 	}
-	if s.lastErr != nil {
-		st.LastError, st.LastErrorAt, st.LastErrorCleared = s.lastErr.Error(), s.lastErrAt, s.errCleared
+	if e := s.errs; e.err != nil {
+		st.LastError, st.LastErrorAt, st.LastErrorCleared = e.err.Error(), e.at, e.cleared
 	}
 	if t := s.term; t != nil {
 		st.ValidUntil = t.hold.ValidUntil()
@@ -436,75 +423,34 @@ func (s *supervisor) publish() {
 			st.RenewedAt = t.hold.RenewedAt()
 		}
 	} else {
-		st.Holder = s.holder
+		st.Holder = s.cand.holder
 	}
 	if s.state == StateStandby || s.state == StateRestarting {
-		st.RetryAt = s.due
-		st.Wait, st.WaitUntil = s.wait, s.waitUntil
+		st.RetryAt = s.timer.due
+		st.Wait, st.WaitUntil = s.wait.reason, s.wait.until
 	}
-	if s.lapsed.ID != "" {
-		st.ResumableUntil = s.lapsedUntil
+	if s.lapsed.active() {
+		st.ResumableUntil = s.lapsed.until
 	}
 	s.s.shared.status.Store(st)
-}
-
-// failed records err, the end of a term or a failure to start one, as the
-// last error: the next term clears it.
-func (s *supervisor) failed(err error) {
-	s.lastErr, s.lastErrAt, s.errCleared, s.errStore = err, time.Now(), time.Time{}, false
-}
-
-// storeFailed records err, from a store call of standby (an acquisition, a
-// lapsed term's renewal), as the last error: the store's next answer
-// clears it.
-func (s *supervisor) storeFailed(err error) {
-	s.failed(err)
-	s.errStore = true
-}
-
-// answered records that the store answered a call of standby: a store
-// error no longer stands.
-func (s *supervisor) answered() {
-	if s.errStore {
-		s.succeeded()
-	}
-}
-
-// succeeded records that a term started: the last error, if any, tells
-// the past from now on.
-func (s *supervisor) succeeded() {
-	if s.lastErr != nil && s.errCleared.IsZero() {
-		s.errCleared = time.Now()
-	}
 }
 
 // waiting records why the supervisor waits, and until when (zero: unknown),
 // for Status.
 func (s *supervisor) waiting(why WaitReason, until time.Time) {
-	s.wait, s.waitUntil = why, until
+	s.wait = waitFor{reason: why, until: until}
 }
 
 // arm (re)schedules the single timer.
-func (s *supervisor) arm(d time.Duration) {
-	d = max(d, 0)
-	s.due = time.Now().Add(d)
-	if s.timer == nil {
-		self, root := s.self, s.system.Root
-		s.timer = time.AfterFunc(d, func() { root.Send(self, supervisorTick{}) })
+func (s *supervisor) arm(d time.Duration) { s.timer.arm(d) }
+
+func (s *supervisor) disarm() { s.timer.disarm() }
+
+// tick handles the timer, unless the tick is stale.
+func (s *supervisor) tick(c actor.Context) {
+	if !s.timer.fired() {
 		return
 	}
-	s.timer.Reset(d)
-}
-
-func (s *supervisor) disarm() {
-	s.due = time.Time{}
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-}
-
-// tick handles the timer.
-func (s *supervisor) tick(c actor.Context) {
 	switch s.state {
 	case StateStandby:
 		s.tryAcquire(c)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,33 +23,32 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent leasehold.Sent, r
 	hold, err := leasehold.NewHold(cfg.Lease, l, sent)
 	if err != nil { // cannot happen with a validated config; give the lease back
 		s.giveBack(l, sent)
-		s.failed(err)
+		s.errs.failed(err)
 		s.escalate(c, err)
 		return
 	}
 	seq := s.s.shared.seq.Add(1)
-	s.claimTerm = lease.NewTerm() // the next term has an identity of its own
-	s.yielded = ""
-	t := &term{seq: seq, hold: hold, token: l.Token, notify: new(atomic.Bool), stuck: new(atomic.Bool)}
-	t.notify.Store(true)
+	handover := s.cand.leading() && !resumed // the next term gets an identity of its own
+	t := &term{seq: seq, hold: hold, token: l.Token, flags: new(stopFlags)}
+	t.flags.notify.Store(true)
 	t.ctx, t.cancel = context.WithCancelCause(hold.Context())
 	t.dog = c.Spawn(leasehold.WatchdogProps(cfg.Store, hold, cfg.Lease, cfg.Logger, s.s.report))
 
-	live, self, root, sup := &s.s.shared.live, s.self, s.system.Root, s.s
+	live, self, root, sup := &s.s.shared.live, s.me.pid, s.me.sys.Root, s.s
 	live.add(seq, l.Token)
-	notify, stuck := t.notify, t.stuck
+	flags := t.flags
 	stopped := func() {
 		live.remove(seq)
-		if stuck.Load() {
+		if flags.stuck.Load() {
 			sup.logAttrs(slog.LevelInfo, "a workload that did not stop in time has stopped", l.Token)
 			sup.emit(StuckWorkloadStopped{Subject: sup.subject(), Token: l.Token})
 		}
-		if notify.Load() {
+		if flags.notify.Load() {
 			root.Send(self, workloadStopped{seq: seq})
 		}
 	}
-	s.term, s.lastTerm, s.lastToken = t, l.Term, l.Token
-	s.succeeded()
+	s.term, s.last = t, lastTerm{id: l.Term, token: l.Token}
+	s.errs.succeeded()
 	s.waiting(WaitNone, time.Time{})
 	s.s.shared.hold.Store(hold)
 	t.work = cfg.Workload.start(c, seq, Granted{Token: l.Token, Context: t.ctx, Term: Term{h: hold}}, stopped)
@@ -58,9 +56,7 @@ func (s *supervisor) lead(c actor.Context, l lease.Lease, sent leasehold.Sent, r
 		s.s.shared.tree.Store(t.work.tree)
 	}
 	s.setState(StateLeading)
-	s.backoff.Started(time.Now())
-	handover := s.seenOther && !resumed
-	s.holder, s.holderSeen, s.seenOther = lease.Holder{}, false, false
+	s.restarts.backoff.Started(time.Now())
 	msg := "lease acquired; leading"
 	if resumed {
 		msg = "lapsed lease renewed: the store kept it; leading again with the same token"
@@ -97,7 +93,7 @@ func (s *supervisor) workloadStopped(c actor.Context, seq uint64) {
 	if t == nil || t.seq != seq {
 		return
 	}
-	t.workDone = true
+	t.stopped |= workStopped
 	if s.state == StateStopping {
 		s.maybeFinish(c)
 	}
@@ -113,7 +109,7 @@ func (s *supervisor) terminated(c actor.Context, who *actor.PID) {
 	}
 	switch {
 	case who.Equal(t.dog):
-		t.dogDone = true
+		t.stopped |= dogStopped
 		if s.state == StateLeading {
 			if t.hold.Poison(lease.LossStoreError, errWatchdogStopped) {
 				s.s.logAttrs(slog.LevelWarn, "lease poisoned", t.token, slog.String("reason", lease.LossStoreError.String()),
@@ -125,7 +121,7 @@ func (s *supervisor) terminated(c actor.Context, who *actor.PID) {
 		}
 		s.maybeFinish(c)
 	case who.Equal(t.work.pid):
-		t.workActorDone = true
+		t.stopped |= workActorStopped
 		if s.state != StateLeading {
 			return
 		}
@@ -146,7 +142,7 @@ func (s *supervisor) terminated(c actor.Context, who *actor.PID) {
 // the term finishes once the workload and the watchdog have stopped.
 func (s *supervisor) endTerm(c actor.Context, end termEnd, cause error) {
 	t := s.term
-	t.end, t.cause = end, cause
+	t.end.how, t.end.cause = end, cause
 	switch end {
 	case endLost:
 		t.cancel(t.hold.Err()) // already cancelled with it by the poisoned Hold
@@ -157,21 +153,21 @@ func (s *supervisor) endTerm(c actor.Context, end termEnd, cause error) {
 	}
 	t.hold.MarkReleased() // no token and no renewal from now on (a poisoned Hold stays poisoned)
 	if end == endLost {
-		s.failed(cause)
+		s.errs.failed(cause)
 	} else if end == endFailed {
-		s.failed(fmt.Errorf("%w: %w", ErrWorkloadExited, cause))
+		s.errs.failed(fmt.Errorf("%w: %w", ErrWorkloadExited, cause))
 		s.s.logAttrs(slog.LevelWarn, "workload failed while leading", t.token, slog.Any("error", cause))
 		s.s.emit(WorkloadExited{Subject: s.s.subject(), Token: t.token, Err: cause})
 	}
-	if !t.workActorDone {
+	if !t.stopped.has(workActorStopped) {
 		c.Stop(t.work.pid)
-		t.workActorDone = true // a second Stop would be a dead letter
+		t.stopped |= workActorStopped // a second Stop would be a dead letter
 	}
-	if !t.dogDone {
+	if !t.stopped.has(dogStopped) {
 		c.Stop(t.dog)
 	}
-	t.stopUntil = time.Now().Add(s.s.cfg.Lease.EffectiveStopTimeout())
-	s.arm(time.Until(t.stopUntil))
+	t.end.stopUntil = time.Now().Add(s.s.cfg.Lease.EffectiveStopTimeout())
+	s.arm(time.Until(t.end.stopUntil))
 	s.setState(StateStopping)
 	s.maybeFinish(c)
 }
@@ -179,7 +175,7 @@ func (s *supervisor) endTerm(c actor.Context, end termEnd, cause error) {
 // maybeFinish finishes the ending term once its workload and watchdog have
 // stopped.
 func (s *supervisor) maybeFinish(c actor.Context) {
-	if t := s.term; t != nil && t.workDone && t.dogDone {
+	if t := s.term; t != nil && t.stopped.has(workStopped|dogStopped) {
 		s.finishTerm(c)
 	}
 }
@@ -193,7 +189,7 @@ func (s *supervisor) stopOverdue(c actor.Context) {
 	if t == nil {
 		return
 	}
-	if t.workDone {
+	if t.stopped.has(workStopped) {
 		s.finishTerm(c)
 		return
 	}
@@ -214,8 +210,8 @@ func (s *supervisor) forget(t *term) {
 
 // stuckWorkload reports a workload that did not stop within budget.
 func (s *supervisor) stuckWorkload(t *term, budget time.Duration) {
-	t.stuck.Store(true)
-	s.failed(fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token))
+	t.flags.stuck.Store(true)
+	s.errs.failed(fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token))
 	s.s.logAttrs(slog.LevelError, "workload did not stop in time; its lease is neither renewed nor released",
 		t.token, slog.Duration("timeout", budget))
 	s.s.emit(WorkloadStopTimeout{Subject: s.s.subject(), Token: t.token, Timeout: budget})
@@ -284,50 +280,43 @@ func (s *LeaseSupervisor) notReleased(what string, err error) string {
 // standby after a step down or a resignation. err is what a Resign waiting
 // for t is told.
 func (s *supervisor) next(c actor.Context, t *term, err error) {
-	switch t.end {
+	switch t.end.how {
 	case endLost, endFailed:
-		cause := t.cause
-		if t.end == endFailed {
-			cause = fmt.Errorf("%w: %w", ErrWorkloadExited, t.cause)
+		cause := t.end.cause
+		if t.end.how == endFailed {
+			cause = fmt.Errorf("%w: %w", ErrWorkloadExited, t.end.cause)
 		}
-		if stopped := storeStopped(s.s.cfg.Store, cause); t.end == endLost && errors.Is(stopped, ErrStoreStopped) {
-			s.failed(stopped)
+		if stopped := storeStopped(s.s.cfg.Store, cause); t.end.how == endLost && errors.Is(stopped, ErrStoreStopped) {
+			s.errs.failed(stopped)
 			s.escalate(c, stopped) // no restart can help
 			break
 		}
 		s.restart(c, cause)
 	case endStepDown:
-		s.holdOff = time.Now().Add(s.s.retryDelay())
-		s.yielded = t.hold.Lease().Term
-		s.s.logAttrs(slog.LevelInfo, "workload stepped down; standing by", t.token, slog.Time("hold_off_until", s.holdOff))
+		s.cand.steppedDown(time.Now().Add(s.s.retryDelay()), t.hold.Lease().Term)
+		s.s.logAttrs(slog.LevelInfo, "workload stepped down; standing by", t.token, slog.Time("hold_off_until", s.cand.holdOff))
 		s.s.emit(SteppedDown{Subject: s.s.subject(), Token: t.token})
 		s.standby(c)
 	case endResigned:
-		s.s.logAttrs(slog.LevelInfo, "resigned; standing by", t.token, slog.Time("hold_off_until", s.holdOff))
+		s.s.logAttrs(slog.LevelInfo, "resigned; standing by", t.token, slog.Time("hold_off_until", s.cand.holdOff))
 		s.s.emit(SteppedDown{Subject: s.s.subject(), Token: t.token, Resigned: true})
 		s.standby(c)
 	}
-	if err == nil && t.stuck.Load() {
+	if err == nil && t.flags.stuck.Load() {
 		err = fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token)
 	}
-	for _, r := range t.resigns {
-		r.reply <- err
-	}
+	t.end.answer(err)
 }
 
 // resign handles Resign.
 func (s *supervisor) resign(c actor.Context, r resignRequest) {
-	until := time.Now().Add(r.holdOff)
-	if until.After(s.holdOff) {
-		s.holdOff = until
-	}
-	s.yielded = "" // the caller's hold off lasts its time
+	s.cand.resigned(time.Now().Add(r.holdOff))
 	switch t := s.term; {
 	case t != nil && s.state == StateLeading:
-		t.resigns = append(t.resigns, r)
+		t.end.resigns = append(t.end.resigns, r)
 		s.endTerm(c, endResigned, ErrResigned)
 	case t != nil: // already stopping: answered when it has finished
-		t.resigns = append(t.resigns, r)
+		t.end.resigns = append(t.end.resigns, r)
 	default:
 		s.releaseLapsed()
 		r.reply <- nil
@@ -339,26 +328,19 @@ func (s *supervisor) resign(c actor.Context, r resignRequest) {
 func (s *supervisor) restart(c actor.Context, cause error) {
 	p := s.s.cfg.Restart
 	now := time.Now()
-	keep := s.restarts[:0]
-	for _, at := range s.restarts {
-		if now.Sub(at) < p.period() {
-			keep = append(keep, at)
-		}
-	}
-	s.restarts = append(keep, now)
-	if len(s.restarts) > p.intensity() {
-		s.escalate(c, tooManyRestarts(len(s.restarts), p.period(), cause))
+	if n := s.restarts.record(now, p.period()); n > p.intensity() {
+		s.escalate(c, tooManyRestarts(n, p.period(), cause))
 		return
 	}
-	delay := s.backoff.Failed(now)
+	delay := s.restarts.backoff.Failed(now)
 	if p.Backoff.Immediate {
 		delay = 0
 	}
 	s.s.logAttrs(slog.LevelInfo, "term ended; standing by again after a backoff", 0,
-		slog.Duration("delay", delay), slog.Int("attempt", s.backoff.Attempt()), slog.Any("cause", cause))
-	s.s.emit(Restarting{Subject: s.s.subject(), Attempt: s.backoff.Attempt(), Delay: delay, Cause: cause})
+		slog.Duration("delay", delay), slog.Int("attempt", s.restarts.backoff.Attempt()), slog.Any("cause", cause))
+	s.s.emit(Restarting{Subject: s.s.subject(), Attempt: s.restarts.backoff.Attempt(), Delay: delay, Cause: cause})
 	s.arm(delay)
-	s.waiting(WaitRestart, s.due)
+	s.waiting(WaitRestart, s.timer.due)
 	s.setState(StateRestarting)
 }
 
@@ -368,7 +350,7 @@ func (s *supervisor) escalate(c actor.Context, err error) {
 	s.stopWatch()
 	s.setState(StateEscalated)
 	s.s.logAttrs(slog.LevelError, "escalating to the parent", 0, slog.Any("error", err))
-	s.s.emit(GaveUp{Subject: s.s.subject(), Restarts: len(s.restarts), Err: err})
+	s.s.emit(GaveUp{Subject: s.s.subject(), Restarts: len(s.restarts.times), Err: err})
 	if sup, ok := c.(actor.Supervisor); ok {
 		sup.EscalateFailure(err, c.Message())
 		return
@@ -385,26 +367,23 @@ func (s *supervisor) shutdown(c actor.Context) {
 	s.disarm()
 	s.stopWatch()
 	s.releaseLapsed()
-	if s.cancelLive != nil {
-		s.cancelLive()
-		s.cancelLive, s.waitLive = nil, 0
-	}
+	s.wake.stopDrain()
 	if t := s.term; t != nil {
 		s.term = nil
 		s.forget(t)
-		t.notify.Store(false) // this incarnation will not be there to hear it
+		t.flags.notify.Store(false) // this incarnation will not be there to hear it
 		if s.state == StateLeading {
-			t.end = endResigned
+			t.end.how = endResigned
 			t.cancel(supervision.ErrShutdown)
 			t.hold.MarkReleased()
-			t.stopUntil = time.Now().Add(s.s.cfg.Lease.EffectiveStopTimeout())
+			t.end.stopUntil = time.Now().Add(s.s.cfg.Lease.EffectiveStopTimeout())
 		}
-		if !t.workActorDone {
+		if !t.stopped.has(workActorStopped) {
 			c.Stop(t.work.pid)
 		}
 		var released error
-		if stopped := waitUntil(t.work.done, t.stopUntil); stopped {
-			if !t.dogDone {
+		if stopped := waitUntil(t.work.done, t.end.stopUntil); stopped {
+			if !t.stopped.has(dogStopped) {
 				leasehold.Quiesce(c, t.dog, s.s.cfg.Lease.EffectiveStopTimeout())
 			}
 			released = s.releaseTerm(t)
@@ -412,9 +391,7 @@ func (s *supervisor) shutdown(c actor.Context) {
 			s.stuckWorkload(t, s.s.cfg.Lease.EffectiveStopTimeout())
 			released = fmt.Errorf("%w (token %d)", ErrWorkloadStuck, t.token)
 		}
-		for _, r := range t.resigns {
-			r.reply <- released
-		}
+		t.end.answer(released)
 	}
 	s.setState(StateStopped)
 }
