@@ -74,9 +74,8 @@ func (r *report) renewCPUNATSGoal() goalRow {
 	g.why = fmt.Sprintf("The client process's CPU time per renewal (the server runs in a child process, whose CPU "+
 		"is read from /proc in 10 ms ticks): %s, against %s for a `Store.Renew` call made alone. Nearly all of it "+
 		"is the NATS client's cost per message, not the watchdog's: a write and a read system call and the "+
-		"wakeups of the goroutines that wait for the answer. Renewals that come due in the same 10 ms slot "+
-		"share them (leasehold.Pacer), which is why the watchdogs cost less per renewal than calls made one "+
-		"after the other.", fmtNs(cpu.Median), fmtNs(store.Median))
+		"wakeups of the goroutines that wait for the answer (syscalls and futex lead the client's profile).",
+		fmtNs(cpu.Median), fmtNs(store.Median))
 	return g
 }
 

@@ -20,14 +20,6 @@ import (
 // renewal more per acquisition. Watchdogs started one by one keep the
 // exact period.
 //
-// A Pacer also lines its watchdogs' renewals up on slots of pacerSlot (a
-// twentieth of the period when shorter), rounding each due time down,
-// never up: renewals that come due within one slot are sent together, so
-// that the store's client writes them in one system call and reads their
-// answers in one (natsstore: the client's CPU per renewal 82 -> 52 µs, the
-// server's 64 -> 34 µs, at 5,000 renewals a second). Retries after a
-// failed renewal are not moved.
-//
 // The zero value is ready; share one among the watchdogs of one owner (a
 // Locker). It is safe for concurrent use.
 type Pacer struct {
@@ -42,20 +34,7 @@ const (
 	// exact period: about 15 ms of CPU a second at 24 µs each).
 	pacerWindow = 100 * time.Millisecond
 	pacerBurst  = 64
-
-	// pacerSlot is the longest slot renewals are lined up on.
-	pacerSlot = 10 * time.Millisecond
 )
-
-// slot returns due rounded down to its slot, for a renewal period of
-// period; a nil Pacer leaves due as it is.
-func (p *Pacer) slot(due time.Time, period time.Duration) time.Time {
-	q := min(pacerSlot, period/20)
-	if p == nil || q <= 0 {
-		return due
-	}
-	return due.Add(-time.Duration(due.UnixNano() % int64(q))) // keeps the monotonic reading
-}
 
 // burst counts a watchdog started at now and reports whether it is one of
 // a burst.

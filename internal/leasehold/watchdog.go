@@ -238,7 +238,7 @@ func (w *watchdog) Receive(c actor.Context) {
 			w.done = true
 			return
 		}
-		w.arm(w.pacer.slot(sent.At.Add(w.firstPeriod()), w.period()))
+		w.arm(sent.At.Add(w.firstPeriod()))
 	case renewTick:
 		now := time.Now()
 		if w.due.IsZero() || now.Before(w.due) {
@@ -500,11 +500,10 @@ func (w *watchdog) succeeded(renewed lease.Lease, sent Sent, period time.Duratio
 	w.fails, w.last = 0, nil
 	w.retry.Reset()
 	w.emit(Renewed{Lease: renewed, ValidUntil: w.hold.ValidUntil()})
-	due := sent.At.Add(period)
 	if w.jitter {
-		due, w.jitter = sent.At.Add(jitteredBy(w.rand(), period)), false
+		period, w.jitter = jitteredBy(w.rand(), period), false
 	}
-	w.arm(w.pacer.slot(due, period))
+	w.arm(sent.At.Add(period))
 }
 
 // failure is a renewal that failed: what was sent, its error, and what
