@@ -38,17 +38,10 @@ type SupervisorConfig struct {
 	// goroutine: the supervisor's and its Watchdog's may call it
 	// concurrently. It must not block.
 	OnEvent func(Event)
-	// MeterProvider receives the lease's instruments, in scope
-	// github.com/asterforge/aster/actors, each measurement with the
-	// lease_id attribute: the counters aster.lease.acquisitions,
-	// aster.lease.handovers, aster.lease.renewals,
-	// aster.lease.renewal_failures and aster.lease.losses; the gauge
-	// aster.lease.leader (1 while this process holds the lease); and the
-	// histograms, in seconds, aster.lease.validity_remaining (the validity
-	// left at each successful renewal) and aster.lease.acquire_latency
-	// (the round trip of each acquisition attempt, with an outcome
-	// attribute: acquired, held or failed). docs/operations.md describes
-	// them. nil means a no-op provider.
+	// MeterProvider receives the lease's instruments, named aster.lease.*,
+	// in scope github.com/asterforge/aster/actors, each measurement with the
+	// lease_id attribute; docs/operations.md lists them. nil means a no-op
+	// provider.
 	MeterProvider metric.MeterProvider
 }
 

@@ -12,25 +12,15 @@ import (
 	"github.com/asterforge/aster/internal/actorsys"
 )
 
-// Run runs the supervisor, for programs that do not use actors, in an actor
-// system of its own, until ctx is done; it then shuts down gracefully (the
-// workload is cancelled with supervision.ErrShutdown and stopped, the lease
-// released) and returns when everything it started has stopped. Once it has
-// decided to return, no term starts.
-//
-// A LeaseSupervisor is one candidate: a call of Run while another runs
-// returns ErrRunning at once.
-//
-// It returns nil after a clean shutdown. It returns early, after the same
-// shutdown, with the escalated error when the supervisor gives up: one
-// matching ErrTooManyRestarts, or a store error that retrying cannot fix
-// (lease.ErrInvalid, lease.ErrClosed, or ErrStoreStopped wrapping the
-// error of a store that stopped for good: exit, and let the process be
-// restarted). An error matching ErrWorkloadStuck
-// says that a workload of one of its terms still runs when Run returns: a
-// function workload that ignores its context is the one thing Run cannot
-// stop. A workload that stopped late, but before Run returned, is not an
-// error.
+// Run runs the supervisor in an actor system of its own until ctx is done,
+// for programs that do not use actors, then shuts it down gracefully (the
+// workload cancelled with supervision.ErrShutdown and stopped, the lease
+// released). It returns when everything it started has stopped: nil after a
+// clean shutdown, ErrRunning at once while another Run is under way, early
+// with the escalated error when the supervisor gives up (ErrTooManyRestarts,
+// lease.ErrInvalid, lease.ErrClosed, ErrStoreStopped: exit and let the
+// process restart), and an error matching ErrWorkloadStuck if a workload
+// ignores its context and still runs.
 func (s *LeaseSupervisor) Run(ctx context.Context) error {
 	sh := s.shared
 	if !sh.running.CompareAndSwap(false, true) {

@@ -19,37 +19,15 @@ import (
 )
 
 // LeaseSupervisor runs a workload on exactly one instance of a fleet: the
-// one that holds the lease. Each instance runs a LeaseSupervisor with the
-// same LeaseID and its own OwnerID:
+// one that holds the lease. Each instance runs one with the same LeaseID and
+// its own OwnerID; the package documentation describes its cycle (standby,
+// leading, how a term ends). A term ends only when every part of its
+// workload has stopped, and no term starts while a workload it started may
+// still run.
 //
-//   - Standby: it tries to acquire the lease; while another term holds
-//     it, it waits, woken by the store's watch (if the store is a
-//     lease.Watcher) and in any case every jittered StandbyRetryInterval.
-//   - Leading: it starts a Watchdog child, then the Workload child, which
-//     gets the fencing token and a context. Every term has an identity of
-//     its own (lease.NewTerm), written in the lease value.
-//   - Poison: when the Watchdog gives the lease up, token reads already
-//     fail; the workload's context is cancelled with the Hold's cause
-//     (matching lease.ErrLost) and the workload is stopped. Then the
-//     RestartPolicy applies: a backoff before standing by again, or
-//     escalation to the parent after too many restarts.
-//   - Step down: a workload that returns nil (or Resign) ends the term
-//     without a failure: the lease is released and the instance stands by.
-//   - Shutdown (the actor stops): the workload is cancelled with
-//     supervision.ErrShutdown and stopped (bounded), then the lease is
-//     released with a compare-and-swap, unless its validity has ended.
-//
-// A term ends only when every part of its workload has stopped. The lease
-// is released only then, and only while still valid; a workload that does
-// not stop within StopTimeout is reported (WorkloadStopTimeout) and its
-// lease is neither renewed nor released: a standby takes it over once it has
-// gone a TTL without renewal. While any
-// workload this LeaseSupervisor started may still run, whichever actor
-// incarnation started it, no new term starts.
-//
-// Use Props to run it as a child in an actor tree, or Run from plain Go.
-// A LeaseSupervisor is one candidate: run it once at a time. It is safe
-// for concurrent use; Status and Resign may be called from any goroutine.
+// Use Props to run it in an actor tree, or Run from plain Go, once at a
+// time: it is one candidate. Status, Tree and Resign may be called from any
+// goroutine.
 type LeaseSupervisor struct {
 	cfg     SupervisorConfig
 	log     *slog.Logger
@@ -96,16 +74,12 @@ func NewLeaseSupervisor(cfg SupervisorConfig) (*LeaseSupervisor, error) {
 	return s, nil
 }
 
-// Props returns the Props of the supervisor actor. The actor supervises its
-// own children (the Watchdog and the Workload): a failing child is
-// stopped, which ends the term. It escalates ErrTooManyRestarts, and
-// store errors that retrying cannot fix (lease.ErrInvalid,
-// lease.ErrClosed, ErrStoreStopped), to its parent with EscalateFailure,
-// never by panicking.
-//
-// Spawn it once: a LeaseSupervisor is one candidate. Two actors spawned from
-// it compete like two instances (each term has an identity of its own), but
-// Status and Resign follow the first.
+// Props returns the Props of the supervisor actor. A failing Watchdog or
+// Workload child is stopped, which ends the term. It escalates
+// ErrTooManyRestarts, and store errors that retrying cannot fix
+// (lease.ErrInvalid, lease.ErrClosed, ErrStoreStopped), to its parent with
+// EscalateFailure, never by panicking. Spawn it once: Status and Resign
+// follow the first actor spawned.
 func (s *LeaseSupervisor) Props() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &supervisor{s: s} })
 }
@@ -128,17 +102,14 @@ func (s *LeaseSupervisor) Status() Status {
 	return st
 }
 
-// Resign steps down without stopping: if this instance leads, it stops the
-// workload (its context is cancelled with ErrResigned), releases the lease
-// once the workload has stopped, and stays a standby that does not compete
-// for holdOff, so that another instance takes over; then it competes again.
-// It is what a preStop hook calls before a deploy. A standby only starts
-// holding off.
+// Resign steps down without stopping, as a preStop hook does before a
+// deploy: if this instance leads, its workload is stopped (its context
+// cancelled with ErrResigned) and the lease released; either way it stands
+// by without competing for holdOff, then competes again.
 //
-// It returns when the lease has been released (nil), or with an error: the
-// workload did not stop in time (ErrWorkloadStuck; the lease then expires at
-// the store), the release failed, the supervisor is not running
-// (ErrNotRunning), or ctx ended first.
+// It returns nil once the lease has been released, or ErrWorkloadStuck (the
+// lease then expires at the store), the release's error, ErrNotRunning, or
+// ctx's cause.
 func (s *LeaseSupervisor) Resign(ctx context.Context, holdOff time.Duration) error {
 	ref := s.shared.actor.Load()
 	if ref == nil {

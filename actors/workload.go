@@ -15,20 +15,10 @@ import (
 // function (WorkloadFunc), actor Props (WorkloadProps), or a supervision
 // subtree (WorkloadTree). The set is sealed.
 //
-// A workload is expected to run until its context is cancelled. How a
-// workload that ends by itself while the lease is held ends its term:
-//
-//   - it returns nil (WorkloadFunc), or its actor stops itself
-//     (WorkloadProps, WorkloadTree): it steps down. The lease is released at
-//     once, this instance stays a standby and does not compete for a
-//     jittered StandbyRetryInterval, so that another instance takes over.
-//     It is not a failure: the RestartPolicy does not count it.
-//   - it returns an error, panics, or its actor fails (a tree: exceeds its
-//     intensity): it failed. The lease is released and the RestartPolicy
-//     applies (a backoff, or escalation after too many failures).
-//   - it returns after the lease was lost (its context was cancelled with a
-//     cause matching lease.ErrLost): the term was lost, whatever it
-//     returned; the RestartPolicy applies.
+// A workload runs until its context is cancelled. One that ends by itself
+// ends its term: returning nil, or an actor stopping itself, steps down (no
+// failure); an error, a panic or a failed actor is a failure, which the
+// RestartPolicy counts; any return after the lease was lost is a loss.
 type Workload interface {
 	validate() error
 	// start runs the workload of term seq, described by g, under the
@@ -138,20 +128,13 @@ func (w propsWorkload) start(c actor.Context, _ uint64, g Granted, stopped func(
 	return inst
 }
 
-// WorkloadTree runs a supervision tree as the workload. build is called at
-// the start of every term with the term's grant, so that the tree's
-// children can capture it: g.Context ends with the lease's cause, and
-// g.Hold.Token gives the token before each fenced write (it fails as soon
-// as the lease is lost). The tree's root supervisor is the Workload child.
-// On poison or shutdown it is stopped with a bounded wait (its own stop is
-// bounded by its children's Shutdown times); when it escalates (its
-// intensity exceeded) the term ends as a failure. An error from build ends
-// the term the same way.
-//
-// The term ends only when every part of the tree has stopped: a child the
-// tree abandoned after its Shutdown time (it ignores its context) keeps the
-// term stuck, its lease unreleased, and no new term starts in this process
-// until it has exited.
+// WorkloadTree runs a supervision tree as the workload, its root the
+// Workload child. build is called at the start of every term with its
+// Granted, for the children to capture (g.Term.Token before each fenced
+// write). The tree is stopped with a bounded wait; an escalation (its
+// intensity exceeded) or an error from build fails the term. The term ends
+// only when every part of the tree has stopped, including a child it
+// abandoned after its Shutdown time.
 func WorkloadTree(build func(g Granted) (*supervision.Tree, error)) Workload {
 	return treeWorkload{build: build}
 }
