@@ -1,0 +1,26 @@
+package grains_test
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks for leaked goroutines; protoactor-go's dead-letter
+// throttle and the gossip's throttles outlive a cluster by design.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.(*Gossiper).StartGossiping.NewThrottle.func3.1"),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.NewGossipActor.NewThrottleWithLogger.func2.1"))
+}
+
+var testLogger *slog.Logger
+
+func init() {
+	if os.Getenv("GRAINS_DEBUG") != "" {
+		testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+}

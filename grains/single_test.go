@@ -1,0 +1,59 @@
+package grains_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/asterforge/aster/grains"
+	"github.com/asterforge/aster/internal/natstest"
+	"github.com/asterforge/aster/lease"
+)
+
+// TestOneMemberActivatesWithAToken runs one member on a real nats-server:
+// each identity is activated once, its grain reads its token from its
+// context, an unknown kind fails at once, and a member cut off from NATS
+// refuses its grains' messages once its session is past its renew
+// deadline, and activates them again with a larger token when it is back.
+func TestOneMemberActivatesWithAToken(t *testing.T) {
+	srv := natstest.Start(t)
+	ck := newChecker()
+	m := startMember(t, srv, ck, fast)
+	require.Eventually(t, func() bool { return len(m.m.Members()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for round := 1; round <= 2; round++ {
+		for i := range 5 {
+			n, err := m.call(ctx, fmt.Sprintf("c%d", i))
+			require.NoError(t, err)
+			assert.Equal(t, int64(round), n)
+		}
+	}
+	first := ck.activations("c0")
+	require.Len(t, first, 1)
+	assert.NotZero(t, first[0].tenure.Token)
+
+	_, err := m.m.Request(ctx, "nope", "x", nil)
+	assert.ErrorIs(t, err, grains.ErrUnknownKind)
+	_, err = m.m.Get(ctx, kind, string(make([]byte, 300)))
+	assert.ErrorIs(t, err, lease.ErrInvalid, "an identity too long for a lease ID")
+
+	m.proxy.Freeze(true)
+	time.Sleep(fast.TTL) // past the session's renew deadline (TTL - 2 × TTL/10)
+	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = m.call(short, "c0")
+	scancel()
+	require.Error(t, err, "a member cut off from NATS past its renew deadline answers no call")
+	m.proxy.Freeze(false)
+	n, err := m.call(ctx, "c0")
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n)
+	acts := ck.activations("c0")
+	require.Len(t, acts, 2)
+	assert.Greater(t, acts[1].tenure.Token, acts[0].tenure.Token)
+	assert.Empty(t, ck.overlaps())
+}
