@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
@@ -202,6 +203,45 @@ func BenchmarkNew(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(first.Microseconds())/float64(b.N), "first-lock-us")
+}
+
+// BenchmarkLockerLife is a short-lived Locker's whole life on the
+// in-memory store: lock.New, one lock taken and released, Close.
+// own=true starts the Locker's own actor system (Config.System nil);
+// own=false gives every Locker one shared System: the difference is what
+// an actor system of its own costs.
+//
+//	go test -run '^$' -bench BenchmarkLockerLife -benchtime 2000x ./lock
+func BenchmarkLockerLife(b *testing.B) {
+	for _, own := range []bool{true, false} {
+		b.Run(fmt.Sprintf("own=%t", own), func(b *testing.B) {
+			mem := leasetest.NewMemStore()
+			defer mem.Close()
+			cfg := lock.Config{}
+			if !own {
+				sys := actorsys.New(nil)
+				defer sys.Shutdown()
+				cfg.System = sys.ActorSystem
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				l, err := lock.New(mem, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g, err := l.TryAcquire(ctx, "res")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := g.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkHeldLocksNATS holds many locks of one Locker on natsstore against

@@ -12,6 +12,7 @@ const (
 	newLocker      = "BenchmarkNew"
 	heldNATS       = "BenchmarkHeldLocksNATS/locks="
 	lockHandover   = "BenchmarkLockHandover/candidates="
+	lockerLife     = "BenchmarkLockerLife/own="
 
 	acquireGoal       = 1.1    // lock/raw2-p50, at most
 	newGoalNs         = 100e3  // lock.New, at most
@@ -79,6 +80,7 @@ func (r *report) locks() {
 				fmtSpread(scaleSpread(first, usNs), fmtNs),
 			goal: "<= " + fmtNs(newGoalNs), status: verdict(s.Median <= newGoalNs)})
 	}
+	r.goal(r.lockerLife())
 
 	// Steady CPU of held locks, client and server together.
 	lease10, sess10 := heldNATSName(10_000, "lease"), heldNATSName(10_000, "session")
@@ -159,4 +161,22 @@ func (r *report) locksSection() {
 	b.WriteString("| locks | mode | steady CPU | CPU per lock and second | renewals seen | memory per lock | acquire per lock (8 goroutines) |\n")
 	b.WriteString("|---:|---|---|---|---|---|---|\n")
 	b.WriteString(strings.Join(rows, "\n") + "\n")
+}
+
+// lockerLife is a short-lived Locker's whole life (New, one lock taken and
+// released, Close) with an actor system of its own, beside the same with
+// one System shared by every Locker, in the same run: what starting the
+// actor system costs.
+func (r *report) lockerLife() goalRow {
+	g := goalRow{figure: "A short-lived Locker's whole life (New, TryAcquire, Release, Close; in-memory store), " +
+		"its own actor system against a shared one", goal: "reported (no goal)"}
+	own, shared := r.spread(leasesPkg, lockerLife+"true", "ns/op"), r.spread(leasesPkg, lockerLife+"false", "ns/op")
+	if !own.Valid() {
+		return g
+	}
+	g.measured = fmtSpread(own, fmtNs)
+	g.baseline = "one System given to every Locker (Config.System): " + fmtSpread(shared, fmtNs)
+	g.ratio = fmtRatio(own.Median / shared.Median)
+	g.status = info
+	return g
 }

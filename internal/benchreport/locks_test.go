@@ -52,3 +52,17 @@ func TestBuildReportsLocksAndPeers(t *testing.T) {
 	assert.Contains(t, goalLine(t, md, "10,000 locks held, TTL 30 s"), "0.0300 (0.0100 + 0.0200)")
 	assert.NotContains(t, md, "Graceful handover, standby waiting 250 ms", "rows without measurements are left out")
 }
+
+// A short-lived Locker's life is reported beside the same life with a
+// shared actor system, from the same run.
+func TestLockerLifeRow(t *testing.T) {
+	rs := NewResults()
+	require.NoError(t, rs.Parse(strings.NewReader(`pkg: github.com/asterforge/aster/lock
+BenchmarkLockerLife/own=true-2 	 500	 4668000 ns/op
+BenchmarkLockerLife/own=false-2 	 500	 20800 ns/op
+`), 2))
+	row := goalLine(t, string(Build(Input{Results: rs}).Markdown), "A short-lived Locker's whole life")
+	assert.Contains(t, row, "4.67 ms")
+	assert.Contains(t, row, "one System given to every Locker (Config.System): 20.8 µs")
+	assert.Contains(t, row, "224.42x")
+}
