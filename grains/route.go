@@ -64,7 +64,7 @@ func (m *Member) Get(ctx context.Context, kind, identity string) (*actor.PID, er
 
 // ask asks one member's activator for the identity's activation.
 func (m *Member) ask(ctx context.Context, c *cluster.Cluster, mem *cluster.Member, ci *cluster.ClusterIdentity) (*actor.PID, error) {
-	wait := time.Until(deadline(ctx))
+	wait := min(time.Until(deadline(ctx)), m.askTimeout())
 	if wait <= 0 {
 		return nil, ctx.Err()
 	}
@@ -79,6 +79,15 @@ func (m *Member) ask(ctx context.Context, c *cluster.Cluster, mem *cluster.Membe
 		return nil, errors.New("no activation")
 	}
 	return r.Pid, nil
+}
+
+// askTimeout bounds one member's answer: half a TTL (at least 250 ms),
+// so that a dead member still listed, which may not answer at all, costs a
+// lookup that much before it asks the next member. A member that waits
+// for the identity's lock longer goes on waiting after the lookup moved
+// on, and answers the next lookup with its activation.
+func (m *Member) askTimeout() time.Duration {
+	return max(m.cfg.lease("x").EffectiveTTL()/2, 250*time.Millisecond)
 }
 
 func deadline(ctx context.Context) time.Time {
