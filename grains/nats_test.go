@@ -22,7 +22,6 @@ import (
 	"github.com/asterforge/aster/internal/natstest"
 )
 
-
 func TestCallsReachOneActivationPerIdentity(t *testing.T) {
 	srv := natstest.Start(t)
 	ck := newChecker()
