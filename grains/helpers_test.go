@@ -141,6 +141,17 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func startMember(t *testing.T, srv *natstest.Server, ck *checker, cfg grains.Config) *testMember {
 	t.Helper()
+	return startMemberWith(t, srv, ck.props(), cfg)
+}
+
+// startMemberProps starts a member whose kind runs props, at the fast
+// Config.
+func startMemberProps(t testing.TB, srv *natstest.Server, props *actor.Props) *testMember {
+	return startMemberWith(t, srv, props, fast)
+}
+
+func startMemberWith(t testing.TB, srv *natstest.Server, props *actor.Props, cfg grains.Config) *testMember {
+	t.Helper()
 	p := natstest.StartProxy(t, srv.ClientURL())
 	nc, err := nats.Connect(p.URL(), nats.IgnoreDiscoveredServers(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
 		nats.ReconnectWait(20*time.Millisecond))
@@ -156,7 +167,7 @@ func startMember(t *testing.T, srv *natstest.Server, ck *checker, cfg grains.Con
 	require.NoError(t, err)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	ccfg := cluster.Configure("test", m.Provider(), m.Lookup(), remote.Configure("127.0.0.1", 0),
-		cluster.WithKinds(cluster.NewKind(kind, ck.props())))
+		cluster.WithKinds(cluster.NewKind(kind, props)))
 	c := cluster.New(sys, ccfg)
 	require.NoError(t, grains.StartMember(c))
 	tm := &testMember{m: m, c: c, proxy: p}
