@@ -60,7 +60,7 @@ func TestCutOffMemberNeverRunsBesideItsSuccessor(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "members see each other")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	const n = 12
+	const n = 24
 	onVictim := 0
 	for i := range n {
 		_, err := ms[0].call(ctx, fmt.Sprintf("c%d", i))
