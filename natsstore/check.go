@@ -242,7 +242,7 @@ func (s *Store) sawRevision(rev uint64) {
 // keyTop returns the highest revision seen under key, 0 if none.
 func (s *Store) keyTop(key string) uint64 {
 	st, _ := s.keys.get(key)
-	return st.top
+	return st.Top
 }
 
 // acked checks the acknowledgement of a write to key sent when the highest

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore/internal/expiry"
 )
 
 // serverExpiryGrace covers the server's expiry timer and a loaded server:
@@ -26,112 +27,110 @@ type verdict struct {
 	proof *sessionProof
 }
 
-// judge decides whether c may take the key whose last message is m (Sequence
-// 0 for an empty subject).
-func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error) {
-	key := c.LeaseID
-	if m.Sequence == 0 {
-		return s.judgeEmpty(key), nil
+// rules are the facts of the bucket the take decision rests on.
+func (s *Store) rules() expiry.Rules {
+	return expiry.Rules{MaxTTL: s.maxTTL, Emptied: s.emptied}
+}
+
+// emptied is how long after a value with TTL ttl was seen the server has
+// emptied its subject by itself, had nobody written it since: the value's
+// TTL on the server, its expiry marker's and a margin for a loaded server
+// (serverExpiryGrace); 0 without per-message TTLs, where nothing expires.
+func (s *Store) emptied(ttl time.Duration) time.Duration {
+	if s.Expiry() != ExpiryServer {
+		return 0
 	}
-	rev := m.Sequence
-	switch kind, rec, err := s.classify(key, m); kind {
-	case msgCorrupt:
-		s.keys.put(key, keyState{rev: rev})
-		if s.keys.note(key, rev, notedCorrupt) {
-			var ce *CorruptError
-			if errors.As(err, &ce) {
-				s.log.Warn(err.Error(), "lease", key, "revision", rev)
-				s.emit(CorruptKey{Bucket: s.bucket, Key: key, Revision: rev, Reason: ce.Reason})
-			}
-		}
+	return s.cfg.serverTTL(ttl) + s.markerTTL + serverExpiryGrace
+}
+
+// judge decides whether c may take the key whose last message is m (Sequence
+// 0 for an empty subject): it reads the message, and expiry.Decide makes
+// the decision.
+func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error) {
+	key, rev := c.LeaseID, m.Sequence
+	sight, rec, err := s.sighting(key, m)
+	sight.Own = (sight.State == expiry.Held || sight.State == expiry.Bound) && rec.Term == c.Term && rec.Owner == c.OwnerID
+	var h keyHolder
+	if sight.State == expiry.Held || sight.State == expiry.Bound {
+		h = rec.keyHolder(rev)
+	}
+	prev, _, d := s.keys.decide(key, sight, h, s.rules())
+	if err != nil { // not a lease: never free
+		s.reportCorrupt(key, rev, err)
 		return verdict{}, err
+	}
+	if d.Confirm {
+		if err := s.confirmExpiry(ctx, deadline, key); err != nil {
+			return verdict{}, err
+		}
+		s.keys.put(key, freeState(rev))
+	}
+	if d.Vanished {
+		s.reportVanished(key, rev, prev.Rev)
+	}
+	switch {
+	case d.Verdict == expiry.AskSession:
+		return s.judgeBound(ctx, deadline, key, rev, rec)
+	case d.Verdict == expiry.Take && sight.State == expiry.Held && !sight.Own:
+		s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
+			"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
+	case d.Verdict != expiry.Take && sight.State == expiry.Held:
+		return verdict{holder: rec.holder(rev)}, nil
+	}
+	return verdict{free: d.Verdict == expiry.Take, rev: d.Rev}, nil
+}
+
+// sighting reads m, key's last message, for expiry.Decide, with the held
+// record in it if any. The error is a CorruptError for a message that is
+// not a lease's.
+func (s *Store) sighting(key string, m *jetstream.RawStreamMsg) (expiry.Sighting, record, error) {
+	if m.Sequence == 0 {
+		return expiry.Sighting{}, record{}, nil
+	}
+	sight := expiry.Sighting{Rev: m.Sequence}
+	kind, rec, err := s.classify(key, m)
+	switch kind {
+	case msgHeld:
+		sight.State, sight.TTL = expiry.Held, rec.TTL
+		if rec.Session != "" { // held while its session is: never judged by its own TTL
+			sight.State = expiry.Bound
+		}
 	case msgFree:
+		sight.State = expiry.Free
 		if rec.Kind != kindReleased {
 			// An expiry marker. A bucket edited to have a MaxAge writes the
-			// same marker when it removes a held value early: trust it only
-			// once a check begun after it was read found no MaxAge.
-			if st, ok := s.keys.get(key); !ok || st.rev != rev || !st.free {
-				if err := s.confirmExpiry(ctx, deadline, key); err != nil {
-					return verdict{}, err
-				}
-			}
+			// same marker when it removes a held value early: trusted once
+			// a check begun after it was read found no MaxAge.
+			sight.State = expiry.Marker
 		}
-		s.keys.put(key, keyState{rev: rev, free: true})
-		return verdict{free: true, rev: rev}, nil
-	case msgHeld:
-		st := heldState(rev, rec)
-		if rec.Term == c.Term && rec.Owner == c.OwnerID {
-			// Our own term's write, which landed although we did not learn
-			// it: take it over with a new write (and a new token).
-			s.keys.put(key, st)
-			return verdict{free: true, rev: rev}, nil
-		}
-		if rec.Session != "" { // held while its session is: never judged by its own TTL
-			return s.judgeBound(ctx, deadline, key, st, rec)
-		}
-		// Expired once seen unchanged for its TTL, in either mode: in
-		// ExpiryServer mode the server keeps the value for a grace beyond
-		// (Config.ExpiryGrace), so that its holder can renew after an
-		// outage that held its renewals up; a failed Acquire meanwhile
-		// restarts the count (keyCache.interrupt).
-		if s.keys.observe(key, st, rec.TTL) {
-			s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
-				"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
-			return verdict{free: true, rev: rev}, nil
-		}
-		return verdict{holder: rec.holder(rev)}, nil
-	default: // msgRemoved: deleted or purged by someone else than its owner
-		if s.keys.observe(key, keyState{rev: rev, gone: true}, s.maxTTL) {
-			return verdict{free: true, rev: rev}, nil
-		}
-		if s.keys.note(key, rev, notedVanished) {
-			s.vanished(key, rev, false)
-		}
-		return verdict{}, nil
+	case msgRemoved: // deleted or purged by someone else than its owner
+		sight.State = expiry.Vanished
+	}
+	return sight, rec, err
+}
+
+// reportCorrupt reports, once per revision, a key whose message at rev is
+// not a lease's (err).
+func (s *Store) reportCorrupt(key string, rev uint64, err error) {
+	var ce *CorruptError
+	if s.keys.note(key, rev, notedCorrupt) && errors.As(err, &ce) {
+		s.log.Warn(err.Error(), "lease", key, "revision", rev)
+		s.emit(CorruptKey{Bucket: s.bucket, Key: key, Revision: rev, Reason: ce.Reason})
 	}
 }
 
-// judgeEmpty decides whether a key whose subject is empty is free. A
-// subject is empty when the key was never used, when the marker of its
-// release or expiry ran out, or when a stream purge removed whatever was
-// there, leaving no trace: a held value's holder may then act until its TTL
-// runs out. So an empty subject is free at once only if this store knows
-// nothing of the key, last saw it free, or saw it so long ago that the
-// key's own expiry explains the emptiness as well as a purge does (server
-// mode: the value's TTL and its expiry marker's have both run out since);
-// otherwise the key vanished, and is free once the bucket's maximum lease
-// TTL has passed.
-func (s *Store) judgeEmpty(key string) verdict {
-	prev, known := s.keys.get(key)
-	if !known || prev.free || !prev.gone && s.stale(prev) {
-		s.keys.put(key, keyState{free: true})
-		return verdict{free: true}
+// reportVanished reports, once per revision, a key that vanished without a
+// release at rev (0: its subject was found empty after a value at prev),
+// and has the bucket checked: a deleted or re-created bucket empties every
+// key.
+func (s *Store) reportVanished(key string, rev, prev uint64) {
+	if !s.keys.note(key, rev, notedVanished) {
+		return
 	}
-	if s.keys.observe(key, keyState{gone: true}, s.maxTTL) {
-		s.keys.put(key, keyState{free: true})
-		return verdict{free: true}
+	emptied := rev == 0
+	if emptied {
+		rev = prev
 	}
-	if prev.rev != 0 {
-		s.vanished(key, prev.rev, true)
-	}
-	return verdict{}
-}
-
-// stale reports whether a sighting of a key is too old to tell a purge from
-// the key's own expiry: in server mode, once the TTL of the value seen (if
-// any) and the bucket's marker TTL have passed since, the server would have
-// emptied the subject by itself had nobody written the key again. Without
-// per-message TTLs nothing expires, and no sighting is stale.
-func (s *Store) stale(st keyState) bool {
-	if s.Expiry() != ExpiryServer || st.bound { // a value under a session never expires by itself
-		return false
-	}
-	return s.keys.now().Sub(st.seen) > s.cfg.serverTTL(st.ttl)+s.markerTTL+serverExpiryGrace
-}
-
-// vanished reports a key that disappeared without a release, and has the
-// bucket checked: a deleted or re-created bucket empties every key.
-func (s *Store) vanished(key string, rev uint64, emptied bool) {
 	ev := KeyVanished{Bucket: s.bucket, Key: key, Revision: rev, Emptied: emptied}
 	s.log.Warn("natsstore: "+ev.String(), "lease", key, "wait", s.maxTTL)
 	s.emit(ev)

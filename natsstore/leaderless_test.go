@@ -1,6 +1,8 @@
 package natsstore
 
 import (
+	"github.com/asterforge/aster/natsstore/internal/expiry"
+
 	"context"
 	"log/slog"
 	"strconv"
@@ -245,7 +247,7 @@ func TestWatchedExpiryOvertakenIsNotTaken(t *testing.T) {
 	require.True(t, taken.Acquired)
 
 	// What b's watch would hold had it not delivered c's acquisition yet.
-	b.keys.put("k", keyState{rev: marker, expired: true})
+	b.keys.put("k", keyState{Key: expiry.Key{Rev: marker, State: expiry.Marker}})
 	writes := kv.writes.Load()
 	got, err := b.Acquire(t.Context(), claim("k", "owner-b"))
 	require.NoError(t, err)

@@ -98,7 +98,7 @@ func TestReadMovedOnWhileConfirmedIsReadAgain(t *testing.T) {
 		"the read was never being confirmed")
 	// The release lands, and the watch delivers it.
 	kv.released.Store(true)
-	s.keys.saw("job", keyState{rev: 11, free: true}, false)
+	s.keys.saw("job", freeState(11), false)
 	<-done
 	require.NoError(t, err)
 	require.True(t, got.Acquired, "the standby answered %+v after its watch saw the release", got.Holder)
@@ -127,13 +127,13 @@ func TestReadMovedOnIsReadAgainOnce(t *testing.T) {
 		"the read was never being confirmed")
 	// The watch runs ahead of the leader, which still shows revision 10,
 	// once during each confirmation.
-	s.keys.saw("job", keyState{rev: 11, free: true}, false)
+	s.keys.saw("job", freeState(11), false)
 	require.Eventually(t, func() bool { return kv.reads.Load() == 2 }, 5*time.Second, time.Millisecond,
 		"the key was not read again")
 	n := asked.Load()
 	require.Eventually(t, func() bool { return asked.Load() > n }, 5*time.Second, time.Millisecond,
 		"the second read was never being confirmed")
-	s.keys.saw("job", keyState{rev: 12, free: true}, false)
+	s.keys.saw("job", freeState(12), false)
 	err := <-done
 	require.ErrorIs(t, err, lease.ErrUnavailable)
 	assert.Contains(t, err.Error(), "cannot be trusted", "the second read was confirmed, and could not be")

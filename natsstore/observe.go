@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/natsstore/internal/expiry"
 )
 
 // maxKeys bounds the key cache. When it is full, an entry that holds no
@@ -18,47 +20,33 @@ const maxKeys = 1 << 16
 // evictScan bounds the entries put looks at to find one to forget.
 const evictScan = 64
 
-// keyState is what a Store last learned about one key.
+// keyState is what a Store last learned about one key: what the take
+// decision rests on (expiry.Key), the holder at its revision, and the
+// events reported for it.
 type keyState struct {
-	rev  uint64    // the key's last revision seen; 0 for an empty subject
-	seen time.Time // when rev (or the empty subject) was first seen, on the monotonic clock
-	// free: after rev the lease is free now (a release marker, a confirmed
-	// expiry marker, or an empty subject that is explained), so Acquire may
-	// write at rev directly.
-	free bool
-	// expired: rev is an expiry marker of the server that a watch
-	// delivered, not yet trusted: Acquire may write at rev once
-	// Store.confirmExpiry passes, as judge does for one it read.
-	expired bool
-	// gone: the key vanished without a release at rev (a delete or purge
-	// marker no owner wrote, or, with rev 0, an empty subject where a value
-	// was seen). It is free once the bucket's maximum lease TTL has passed
-	// since seen.
-	gone  bool
-	owner string // the holder at rev, "" if none or unknown
-	term  string // the holder's term at rev
-	// ttl is the TTL of the last held value seen under the key, at rev or
-	// before.
-	ttl time.Duration
-	// token is the fencing token of the value held at rev, and acquired
-	// its acquisition time (unix ms), repeated by renewals.
+	expiry.Key
+	keyHolder
+	noted notes // the events already reported for Rev
+}
+
+// keyHolder is the holder of a key's value at a revision, as its record
+// names it; zero when the key is not held.
+type keyHolder struct {
+	owner, term string
+	// token is the fencing token of the value, and acquired its
+	// acquisition time (unix ms), repeated by renewals.
 	token    uint64
 	acquired int64
 	meta     map[string]string
-	// bound: the value at rev is held under a session (a version 3
-	// record): it never expires by itself.
-	bound bool
-	// interrupted: an Acquire of the key failed since rev was first seen.
-	// The store may have failed every writer meanwhile, the holder's
-	// renewals too, so the observation of rev starts again at the next
-	// sighting (interrupt).
-	interrupted bool
-	// top is the highest revision ever seen under the key: a later,
-	// non-empty revision below it means the server lost writes.
-	top uint64
-	// noted holds the events already reported for rev.
-	noted notes
 }
+
+// freeState is the keyState of a key free at rev.
+func freeState(rev uint64) keyState {
+	return keyState{Key: expiry.Key{Rev: rev, State: expiry.Free}}
+}
+
+// free reports whether Acquire may write at the key's revision directly.
+func (st keyState) free() bool { return st.State == expiry.Free }
 
 // notes are events reported once per revision of a key.
 type notes uint8
@@ -101,39 +89,59 @@ func (c *keyCache) put(key string, st keyState) keyState {
 
 func (c *keyCache) putLocked(key string, st keyState) keyState {
 	old, ok := c.m[key]
-	switch {
-	case ok && old.rev == st.rev && !c.recountLocked(old):
-		// The same revision (or a subject still empty): the clock goes on.
-		st.seen = old.seen
+	st.Key = expiry.See(old.Key, ok, st.Key, c.clockLocked())
+	if ok && old.Rev == st.Rev {
 		st.noted = old.noted
-	case ok && old.rev == st.rev:
-		st.seen = c.now() // seen again after an interruption: count anew
-		st.noted = old.noted
-	default:
-		st.seen = c.now()
-	}
-	if st.ttl == 0 {
-		st.ttl = old.ttl
 	}
 	if st.acquired == 0 && old.owner == st.owner && old.term == st.term && old.token == st.token {
 		st.acquired = old.acquired
 	}
-	st.top = max(st.rev, old.top)
-	if !ok && len(c.m) >= maxKeys {
+	c.storeLocked(key, st, ok)
+	return st
+}
+
+func (c *keyCache) storeLocked(key string, st keyState, known bool) {
+	if !known && len(c.m) >= maxKeys {
 		c.evictLocked()
 	}
 	c.m[key] = st
-	return st
+}
+
+// clockLocked is the clock of a decision made now.
+func (c *keyCache) clockLocked() expiry.Clock { return expiry.Clock{Now: c.now(), Down: c.down} }
+
+// decide judges s, the last message of key, with the holder h it names (by
+// expiry.Decide) and records what it learned, except a marker's Free state,
+// which judge records once the marker is confirmed. It returns what was
+// known before.
+func (c *keyCache) decide(key string, s expiry.Sighting, h keyHolder, r expiry.Rules) (prev keyState, known bool,
+	d expiry.Decision) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, known = c.m[key]
+	next, d := expiry.Decide(prev.Key, known, s, r, c.clockLocked())
+	if d.Confirm {
+		return prev, known, d
+	}
+	st := keyState{Key: next, keyHolder: h}
+	if known && prev.Rev == next.Rev {
+		st.noted = prev.noted
+	}
+	if st.acquired == 0 && prev.owner == h.owner && prev.term == h.term && prev.token == h.token {
+		st.acquired = prev.acquired
+	}
+	c.storeLocked(key, st, known)
+	return prev, known, d
 }
 
 // evictLocked forgets one entry, preferring one that no contender waits on.
 func (c *keyCache) evictLocked() {
 	victim, n := "", 0
 	for k, st := range c.m {
-		if victim == "" || st.free {
+		if victim == "" || st.free() {
 			victim = k
 		}
-		if n++; st.free || n >= evictScan {
+		if n++; st.free() || n >= evictScan {
 			break
 		}
 	}
@@ -148,34 +156,19 @@ func (c *keyCache) saw(key string, st keyState, top bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.m[key]
-	if ok && st.rev == old.rev && c.recountLocked(old) {
-		old.seen, old.interrupted = c.now(), false // a watch re-created after an outage
+	if ok && st.Rev == old.Rev && old.Recount(c.clockLocked()) {
+		old.Seen, old.Interrupted = c.now(), false // a watch re-created after an outage
 		c.m[key] = old
 		return
 	}
-	if ok && st.rev <= max(old.rev, old.top) {
+	if ok && st.Rev <= max(old.Rev, old.Top) {
 		return
 	}
 	st = c.putLocked(key, st)
 	if !top {
-		st.top = old.top
+		st.Top = old.Top
 		c.m[key] = st
 	}
-}
-
-// observe records that key was seen in state st and reports whether it has
-// been seen unchanged for at least wait, on this process's monotonic clock:
-// the test by which a contender judges an expiry the server does not report,
-// and the end of the wait after a key vanished.
-//
-// The first sighting counts from when the read or the watch event that saw
-// it arrived, which is after the write it saw was made, so the wait never
-// ends before the writer's own TTL (measured from before its write) has run
-// out, up to the difference in clock rates that the owner's safety margin
-// covers.
-func (c *keyCache) observe(key string, st keyState, wait time.Duration) bool {
-	st = c.put(key, st)
-	return c.now().Sub(st.seen) >= wait
 }
 
 // interrupt records that an Acquire of key failed (the store did not
@@ -189,8 +182,8 @@ func (c *keyCache) observe(key string, st keyState, wait time.Duration) bool {
 func (c *keyCache) interrupt(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st, ok := c.m[key]; ok && st.owner != "" && !st.bound {
-		st.interrupted = true
+	if st, ok := c.m[key]; ok && st.State == expiry.Held {
+		st.Interrupted = true
 		c.m[key] = st
 	}
 }
@@ -202,7 +195,7 @@ func (c *keyCache) restart(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[key]; ok {
-		st.seen = c.now()
+		st.Seen = c.now()
 		c.m[key] = st
 	}
 }
@@ -221,41 +214,30 @@ func (c *keyCache) outage() {
 	c.down = now
 }
 
-// recountLocked reports whether the observation of st, a key's state, must
-// start again at its next sighting.
-func (c *keyCache) recountLocked(st keyState) bool {
-	return st.owner != "" && !st.bound && (st.interrupted || st.seen.Before(c.down))
-}
-
 // expiresIn returns how long key's current value, held with a TTL of its
 // own, has left before this store judges it expired if it stays unchanged
-// (its TTL from its first sighting, or the whole TTL when its observation
-// starts again), or 0 when that is unknown or not how it ends.
+// (expiry.Key.HeldUntil), at least 1 ms, or 0 when that is unknown or not
+// how it ends.
 func (c *keyCache) expiresIn(key string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st, ok := c.m[key]
-	switch {
-	case !ok || st.owner == "" || st.bound || st.ttl <= 0:
-		return 0
-	case c.recountLocked(st):
-		return st.ttl
+	clock := c.clockLocked()
+	if until, ok := c.m[key].HeldUntil(clock); ok {
+		return max(until.Sub(clock.Now), time.Millisecond)
 	}
-	return max(st.ttl-c.now().Sub(st.seen), time.Millisecond)
+	return 0
 }
 
 // vanishedLeft returns how long this store still lets nobody take key,
-// which vanished without a release: wait (the bucket's MaxTTL) from when it
-// saw the key vanish, at least 1 ms; 0 when key is not known to have
-// vanished.
-func (c *keyCache) vanishedLeft(key string, wait time.Duration) time.Duration {
+// which vanished without a release (expiry.Key.VanishedUntil), at least
+// 1 ms; 0 when key is not known to have vanished.
+func (c *keyCache) vanishedLeft(key string, r expiry.Rules) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st, ok := c.m[key]
-	if !ok || !st.gone {
-		return 0
+	if until, ok := c.m[key].VanishedUntil(r); ok {
+		return max(until.Sub(c.now()), time.Millisecond)
 	}
-	return max(wait-c.now().Sub(st.seen), time.Millisecond)
+	return 0
 }
 
 // note records that the events n were reported for key at rev, and reports
@@ -264,7 +246,7 @@ func (c *keyCache) note(key string, rev uint64, n notes) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.m[key]
-	if !ok || st.rev != rev || st.noted&n == n {
+	if !ok || st.Rev != rev || st.noted&n == n {
 		return false
 	}
 	st.noted |= n
@@ -299,7 +281,7 @@ func (s *Store) watched(e jetstream.KeyValueEntry) {
 	if seen {
 		s.sawRevision(rev)
 	}
-	st := keyState{rev: rev}
+	st := keyState{Key: expiry.Key{Rev: rev}}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
 		if r, err := parseRecord(e.Value()); err == nil && r.Kind == kindHeld {
@@ -307,11 +289,11 @@ func (s *Store) watched(e jetstream.KeyValueEntry) {
 		}
 	case jetstream.KeyValueDelete:
 		if r, err := parseRecord(e.Value()); err == nil && r.Kind == kindReleased {
-			st.free = true
+			st.State = expiry.Free
 		}
 	case jetstream.KeyValuePurge:
 		if m, ok := e.(interface{ expiryMarker() bool }); ok && m.expiryMarker() {
-			st.expired = true
+			st.State = expiry.Marker
 		}
 	}
 	// Anything else (a purge, a delete by hand, a value that is not a

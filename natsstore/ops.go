@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore/internal/expiry"
 )
 
 // Header names and values of JetStream KV markers.
@@ -80,7 +81,7 @@ func (s *Store) settle(key string, a lease.Acquisition, err error) lease.Acquisi
 	case err != nil:
 		s.keys.interrupt(key)
 	case !a.Acquired && a.Holder.OwnerID == "" && a.Holder.Session == "":
-		a.ExpiresIn = s.keys.vanishedLeft(key, s.maxTTL)
+		a.ExpiresIn = s.keys.vanishedLeft(key, s.rules())
 	case !a.Acquired && a.Holder.Session != "":
 		// Held while its session is: free when the session's key is judged
 		// expired, which its own observation tells.
@@ -186,7 +187,7 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 			var changed func() bool
 			if attempt == 0 {
 				read := last.Sequence
-				changed = func() bool { st, _ := s.keys.get(c.LeaseID); return st.rev > read }
+				changed = func() bool { st, _ := s.keys.get(c.LeaseID); return st.Rev > read }
 			}
 			err := s.currentUnless(ctx, deadline, "acquire "+c.LeaseID, readAt, changed)
 			if errors.Is(err, errMovedOn) {
@@ -263,8 +264,16 @@ func acquired(c lease.Claim, rev uint64) lease.Acquisition {
 
 // heldState is the keyState of a held record written at rev.
 func heldState(rev uint64, r record) keyState {
-	return keyState{rev: rev, owner: r.Owner, term: r.Term, ttl: r.TTL, token: r.token(rev),
-		acquired: r.Acquired, meta: r.Meta, bound: r.Session != ""}
+	state := expiry.Held
+	if r.Session != "" {
+		state = expiry.Bound
+	}
+	return keyState{Key: expiry.Key{Rev: rev, State: state, TTL: r.TTL}, keyHolder: r.keyHolder(rev)}
+}
+
+// keyHolder is the holder r, a held record written at rev, names.
+func (r record) keyHolder(rev uint64) keyHolder {
+	return keyHolder{owner: r.Owner, term: r.Term, token: r.token(rev), acquired: r.Acquired, meta: r.Meta}
 }
 
 // fastPath returns the revision Acquire may write at without reading first:
@@ -285,11 +294,11 @@ func (s *Store) fastPath(ctx context.Context, deadline time.Time, key, owner, te
 	switch {
 	case !ok:
 		return 0, true, nil
-	case st.free || st.term == term && st.owner == owner:
-		return st.rev, true, nil
-	case st.expired:
+	case st.free() || st.term == term && st.owner == owner:
+		return st.Rev, true, nil
+	case st.State == expiry.Marker:
 		ok, err := s.trustMarker(ctx, deadline, key)
-		return st.rev, ok, err
+		return st.Rev, ok, err
 	default:
 		return 0, false, nil
 	}
@@ -321,7 +330,7 @@ func ours(m *jetstream.RawStreamMsg, l lease.Lease) bool {
 // otherwise it reads the key.
 func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l lease.Lease) (rev uint64, acquiredAt int64, err error) {
 	st, ok := s.keys.get(l.ID)
-	if ok && st.rev == l.Revision {
+	if ok && st.Rev == l.Revision {
 		if st.term == l.Term && st.owner == l.OwnerID && st.token == uint64(l.Token) {
 			return l.Revision, st.acquired, nil
 		}
@@ -396,7 +405,7 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 	}
 	done := func(rev uint64) uint64 {
 		if rec.Kind == kindReleased {
-			s.keys.put(l.ID, keyState{rev: rev, free: true})
+			s.keys.put(l.ID, freeState(rev))
 		} else {
 			s.keys.put(l.ID, heldState(rev, rec))
 		}

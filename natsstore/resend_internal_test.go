@@ -46,7 +46,7 @@ func TestResentReadIsMarkedByTheRequestAnswered(t *testing.T) {
 	nc := serverConn(t)
 	kv := &firstUnansweredKV{}
 	s := &Store{kv: kv, nc: nc, replicas: 3, keys: newKeyCache(time.Now)}
-	s.keys.put("job", keyState{rev: 7, owner: "a", ttl: time.Minute})
+	s.keys.put("job", heldAt(7, "a", time.Minute))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore/internal/expiry"
 )
 
 var _ lease.SessionStore = (*Store)(nil)
@@ -48,24 +49,23 @@ func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.L
 	return s.settle(c.LeaseID, a, err), err
 }
 
-// judgeBound decides whether a key held under a session (st, rec) is free:
-// it is when that session has ended. It reads the session's key. A free
-// verdict that rests on the session key's state at a revision the session
-// could still write over carries the proof Acquire must write first
-// (sessionProof).
-func (s *Store) judgeBound(ctx context.Context, deadline time.Time, key string, st keyState, rec record) (verdict, error) {
-	s.keys.put(key, st)
+// judgeBound decides whether a key held under a session (rec, at rev) is
+// free: it is when that session has ended. It reads the session's key. A
+// free verdict that rests on the session key's state at a revision the
+// session could still write over carries the proof Acquire must write
+// first (sessionProof).
+func (s *Store) judgeBound(ctx context.Context, deadline time.Time, key string, rev uint64, rec record) (verdict, error) {
 	m, err := s.read(ctx, deadline, rec.Session)
 	if err != nil {
 		return verdict{}, s.failOp(ctx, deadline, "acquire "+key+": read its session "+rec.Session, err)
 	}
-	end, err := s.sessionEnded(ctx, deadline, rec, st.rev, orNotFound(m))
+	end, err := s.sessionEnded(ctx, deadline, rec, rev, orNotFound(m))
 	if err != nil || !end.ended {
-		return verdict{holder: rec.holder(st.rev)}, err
+		return verdict{holder: rec.holder(rev)}, err
 	}
 	s.log.Debug("natsstore: the session of a lease has ended; the lease is free", "lease", key,
-		"owner", rec.Owner, "term", rec.Term, "session", rec.Session, "revision", st.rev, "proof", end.proof != nil)
-	return verdict{free: true, rev: st.rev, proof: end.proof, holder: rec.holder(st.rev)}, nil
+		"owner", rec.Owner, "term", rec.Term, "session", rec.Session, "revision", rev, "proof", end.proof != nil)
+	return verdict{free: true, rev: rev, proof: end.proof, holder: rec.holder(rev)}, nil
 }
 
 // The metadata of the release marker that ends a session (proveSessionEnded).
@@ -96,61 +96,48 @@ type sessionProof struct {
 }
 
 // sessionEnded reports whether the session of rec, a lease written at rev
-// under it, has ended, given m, the session key's last message.
-//
-// The session's term writes its key only at the revision it wrote last. So
-// a key that shows, at a revision after the lease's own, another term or a
-// marker proves that the term has ended for good, however old the answer:
-// no write is needed. Anything else (the term's own value unchanged for its
-// TTL, an empty or deleted key, a marker older than the lease, which a
-// stale answer can show of a session that took the key since) is proved by
-// a compare-and-swap over the session key at the revision read.
+// under it, has ended, given m, the session key's last message, and the
+// write that must prove it (expiry.Session and expiry.Ended decide).
 func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, rec record, rev uint64, m *jetstream.RawStreamMsg) (sessionEnd, error) {
 	id, term := rec.Session, rec.SessionTerm
-	proof := &sessionProof{key: id, rev: m.Sequence,
-		rec: record{Kind: kindReleased, Owner: rec.Owner, Term: term}}
+	sight, r, err := s.sighting(id, m)
+	sight.Existed = true // the leases that name it show that it existed
+	sameTerm := (sight.State == expiry.Held || sight.State == expiry.Bound) && r.Term == term
+	if err != nil {
+		sight.State = expiry.Unknown // never free, as a corrupt lease key is not; judge reports it
+	}
+	ended, ask := expiry.Session(rev, sight, sameTerm)
+	if !ask {
+		return sessionEnd{ended: ended}, nil
+	}
+	proofRec := record{Kind: kindReleased, Owner: rec.Owner, Term: term}
+	var d expiry.Decision
 	if m.Sequence == 0 {
-		// Empty: the marker of its release or expiry ran out, or a purge
-		// emptied it. Ended only if this store saw it end, or saw it held
-		// so long ago that its own expiry explains the emptiness; otherwise
-		// it vanished, and has ended once the bucket's maximum TTL passed.
-		prev, known := s.keys.get(id)
-		if known && (prev.free || !prev.gone && prev.rev != 0 && s.stale(prev)) {
-			return sessionEnd{ended: true, proof: proof}, nil
+		prev, _, dd := s.keys.decide(id, sight, keyHolder{}, s.rules())
+		if dd.Vanished {
+			s.reportVanished(id, 0, prev.Rev)
 		}
-		if s.keys.observe(id, keyState{gone: true}, s.maxTTL) {
-			return sessionEnd{ended: true, proof: proof}, nil
+		d = dd
+	} else {
+		if sight.State == expiry.Held {
+			proofRec.Owner, proofRec.Token = r.Owner, r.token(m.Sequence)
 		}
-		if s.keys.note(id, 0, notedVanished) {
-			s.vanished(id, prev.rev, true)
+		v, err := s.judge(ctx, deadline, lease.Claim{LeaseID: id}, m)
+		if errors.Is(err, lease.ErrCorrupt) {
+			return sessionEnd{}, nil
 		}
-		return sessionEnd{}, nil
+		if err != nil {
+			return sessionEnd{}, err
+		}
+		if v.free {
+			d = expiry.Decision{Verdict: expiry.Take, Rev: v.rev}
+		}
 	}
-	kind, r, _ := s.classify(id, m)
-	switch {
-	case kind == msgCorrupt:
-		return sessionEnd{}, nil // never free, as a corrupt lease key is not; judge reports it
-	case kind == msgHeld && r.Term != term:
-		// The session ended, and another term took its key: proved only
-		// after the lease was written, else the answer may predate the
-		// session's term.
-		return sessionEnd{ended: m.Sequence > rev}, nil
-	case kind == msgHeld && r.Session != "":
-		return sessionEnd{}, nil // not a session: cannot tell; held (never judged in a loop)
-	case kind == msgHeld:
-		proof.rec.Owner, proof.rec.Token = r.Owner, r.token(m.Sequence)
+	ended, proof := expiry.Ended(rev, id, sight, d)
+	if !ended || proof == nil {
+		return sessionEnd{ended: ended}, nil
 	}
-	v, err := s.judge(ctx, deadline, lease.Claim{LeaseID: id}, m)
-	if errors.Is(err, lease.ErrCorrupt) {
-		return sessionEnd{}, nil
-	}
-	if err != nil || !v.free {
-		return sessionEnd{}, err
-	}
-	if kind == msgFree && m.Sequence > rev {
-		proof = nil // a marker after the lease: the term can never write again
-	}
-	return sessionEnd{ended: true, proof: proof}, nil
+	return sessionEnd{ended: true, proof: &sessionProof{key: id, rev: proof.Rev, rec: proofRec}}, nil
 }
 
 // proveSessionEnded writes p, the proof of a session's end a lease's take
@@ -190,7 +177,7 @@ func (s *Store) proveSessionEnded(ctx context.Context, deadline time.Time, c lea
 	default:
 		return false, s.failOp(ctx, deadline, what, err)
 	}
-	s.keys.put(p.key, keyState{rev: rev, free: true})
+	s.keys.put(p.key, freeState(rev))
 	ev := SessionEnded{Bucket: s.bucket, Session: p.key, Owner: rec.Owner, Term: rec.Term, Revision: rev, Lease: lockKey}
 	s.log.Info("natsstore: "+ev.String(), "lease", lockKey, "session", p.key)
 	s.emit(ev)

@@ -1,6 +1,8 @@
 package natsstore
 
 import (
+	"github.com/asterforge/aster/natsstore/internal/expiry"
+
 	"context"
 	"encoding/json"
 	"io"
@@ -101,7 +103,7 @@ func TestStaleReadIsUnavailableUntilItPersists(t *testing.T) {
 	}
 	kv.rev.Store(607)
 	require.NoError(t, read())
-	s.keys.put("job", keyState{rev: 607}) // as judging the read does
+	s.keys.put("job", keyState{Key: expiry.Key{Rev: 607}}) // as judging the read does
 
 	kv.rev.Store(556)
 	err := read()
@@ -116,7 +118,7 @@ func TestStaleReadIsUnavailableUntilItPersists(t *testing.T) {
 
 	kv.rev.Store(608) // the real leader answers: the spell ends
 	require.NoError(t, read())
-	s.keys.put("job", keyState{rev: 608})
+	s.keys.put("job", keyState{Key: expiry.Key{Rev: 608}})
 	kv.rev.Store(556)
 	now = now.Add(regressionPersists/2 + time.Second)
 	require.ErrorIs(t, read(), lease.ErrUnavailable, "a new spell, not the first one going on")
@@ -173,10 +175,10 @@ func TestWatchAheadOfTheLeaderIsNoRegression(t *testing.T) {
 	kv.rev.Store(187)
 	_, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.NoError(t, err)
-	s.keys.put("job", keyState{rev: 187})
+	s.keys.put("job", keyState{Key: expiry.Key{Rev: 187}})
 	s.watched(&kvEntry{bucket: "b", key: "job", revision: 211, op: jetstream.KeyValuePut})
 	st, _ := s.keys.get("job")
-	require.Equal(t, uint64(211), st.rev, "the cache has what the watch delivered")
+	require.Equal(t, uint64(211), st.Rev, "the cache has what the watch delivered")
 
 	m, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.NoError(t, err)
