@@ -68,16 +68,22 @@ func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m 
 	if d.Vanished {
 		s.reportVanished(key, rev, prev.Rev)
 	}
-	switch {
-	case d.Verdict == expiry.AskSession:
+	if d.Verdict == expiry.AskSession {
 		return s.judgeBound(ctx, deadline, key, rev, rec)
+	}
+	return s.verdict(key, d, sight, rec), nil
+}
+
+// verdict is judge's answer for a decision d that needs no session.
+func (s *Store) verdict(key string, d expiry.Decision, sight expiry.Sighting, rec record) verdict {
+	switch {
 	case d.Verdict == expiry.Take && sight.State == expiry.Held && !sight.Own:
 		s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
-			"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", rev, "ttl", rec.TTL)
+			"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", sight.Rev, "ttl", rec.TTL)
 	case d.Verdict != expiry.Take && sight.State == expiry.Held:
-		return verdict{holder: rec.holder(rev)}, nil
+		return verdict{holder: rec.holder(sight.Rev)}
 	}
-	return verdict{free: d.Verdict == expiry.Take, rev: d.Rev}, nil
+	return verdict{free: d.Verdict == expiry.Take, rev: d.Rev}
 }
 
 // sighting reads m, key's last message, for expiry.Decide, with the held
