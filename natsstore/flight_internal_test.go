@@ -85,8 +85,12 @@ func (k *herdKV) counts() (writes, reads int) {
 
 // herdStore is a store of one replica over kv, in server expiry mode.
 func herdStore(t *testing.T, kv keyValue) *Store {
-	s := &Store{kv: kv, keys: newKeyCache(time.Now), bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b.",
-		maxTTL: time.Minute, log: Config{}.logger()}
+	s := &Store{
+		log:          Config{}.logger(),
+		storeConn:    storeConn{kv: kv},
+		openedBucket: openedBucket{bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b.", maxTTL: time.Minute},
+		keyBook:      keyBook{keys: newKeyCache(time.Now)},
+	}
 	s.mode.Store(uint32(ExpiryServer))
 	s.life, s.stop = context.WithCancel(context.Background())
 	t.Cleanup(s.stop)

@@ -47,8 +47,13 @@ type consumerWatch struct {
 	once    sync.Once
 	quiet   *time.Timer // the silence watchdog
 
-	mu          sync.Mutex // the fields below; held by the handler and during creation
-	dseq        uint64     // the consumer sequence of the last delivery
+	mu sync.Mutex // guards delivery; held by the handler and during creation
+	delivery
+}
+
+// delivery is what a consumerWatch's handler tracks of its deliveries.
+type delivery struct {
+	dseq        uint64 // the consumer sequence of the last delivery
 	initPending uint64
 	received    uint64
 	initDone    bool

@@ -57,16 +57,26 @@ type watchRun struct {
 	out      watchOutput   // where its entries go
 	interval time.Duration // of the liveness check; 0 when disabled
 	stallAt  time.Duration // a watch lost for this long is reported
+	watchNow
+	leaderCatchUp
+	liveCheck
+	rewatch
+	hintFollow
+}
 
+// watchNow is the watch in use.
+type watchNow struct {
 	w       *keyWatch // nil while it is being re-created
 	gen     uint64    // counts the watches made, to match check results
 	initial bool      // w has not delivered the key's initial state yet
 	seen    bool      // w delivered an entry of the initial state
 	rev     uint64    // the highest revision w delivered
+}
 
-	// The initial state of a watch of a replicated bucket is complete once
-	// w has delivered leaderRev as well as its own end of initial data
-	// (see settle).
+// leaderCatchUp: the initial state of a watch of a replicated bucket is
+// complete once w has delivered leaderRev as well as its own end of
+// initial data (see settle).
+type leaderCatchUp struct {
 	ownDone       bool   // w sent its end of initial data
 	leaderRev     uint64 // the lowest last revision a read for w showed
 	leaderKnown   bool   // a read for w answered
@@ -74,13 +84,19 @@ type watchRun struct {
 	leaderRead    chan checkResult
 	leaderRetry   *time.Timer   // the next such read
 	leaderPause   time.Duration // the pause before it
+}
 
+// liveCheck is the liveness check of the watch in use.
+type liveCheck struct {
 	check     *time.Timer // the next liveness check, or the end of a grace
 	reading   bool        // a check's read is in flight
 	checked   chan checkResult
 	pending   uint64    // a revision a check read that w had not delivered
 	pendingAt time.Time // when that check was sent
+}
 
+// rewatch is a silence of the watch and its re-creation.
+type rewatch struct {
 	lostAt   time.Time // since when the watch is known silent; zero while it works
 	cause    string    // the likely cause of the silence
 	reported bool      // WatchStalled was sent for this silence
@@ -89,9 +105,11 @@ type watchRun struct {
 	creating bool         // a new watch is being made
 	again    bool         // the connection came back meanwhile: make it again
 	created  chan created // its outcome
+}
 
-	// While the watch is down, its keys are followed through their
-	// writes (hint.go).
+// hintFollow: while the watch is down, its keys are followed through
+// their writes (hint.go).
+type hintFollow struct {
 	hint        *hints            // nil while the watch works
 	hintGen     uint64            // counts the subscriptions, to match reads
 	hintReading bool              // a read of written keys is in flight
@@ -115,15 +133,14 @@ type checkResult struct {
 
 func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 	r := &watchRun{
-		s:          s,
-		key:        key,
-		out:        out,
-		interval:   s.cfg.watchCheck(),
-		checked:    make(chan checkResult, 1),
-		created:    make(chan created, 1),
-		hintsRead:  make(chan hintRead, 1),
-		leaderRead: make(chan checkResult, 1),
-		pause:      rewatchMin,
+		s:             s,
+		key:           key,
+		out:           out,
+		interval:      s.cfg.watchCheck(),
+		leaderCatchUp: leaderCatchUp{leaderRead: make(chan checkResult, 1)},
+		liveCheck:     liveCheck{checked: make(chan checkResult, 1)},
+		rewatch:       rewatch{pause: rewatchMin, created: make(chan created, 1)},
+		hintFollow:    hintFollow{hintsRead: make(chan hintRead, 1)},
 	}
 	r.stallAt = r.interval
 	if r.stallAt == 0 {

@@ -59,9 +59,10 @@ func unconfirmingStore(t *testing.T) (*Store, *releasingKV, *atomic.Int32) {
 	})
 	kv := &releasingKV{}
 	s := &Store{
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), kv: kv, nc: nc, replicas: 3, bucket: "b",
-		subject: "$KV.b.", putPrefix: "$KV.b.", infoSubject: "test.info", maxTTL: time.Minute,
-		keys: newKeyCache(time.Now),
+		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		storeConn:    storeConn{kv: kv, nc: nc},
+		openedBucket: openedBucket{replicas: 3, bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b.", infoSubject: "test.info", maxTTL: time.Minute},
+		keyBook:      keyBook{keys: newKeyCache(time.Now)},
 	}
 	// A standby that has seen the key held, as its watch reported.
 	s.keys.put("job", heldState(10, record{Kind: kindHeld, Owner: "owner-a", Term: "term-a", TTL: 30 * time.Second}))

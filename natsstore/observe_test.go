@@ -229,8 +229,12 @@ func TestNoteOncePerRevision(t *testing.T) {
 // expires).
 func TestJudgeEmptySubject(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Store{bucket: "b", keys: newKeyCache(time.Now), log: Config{}.logger(), pokes: make(chan struct{}, 1),
-			maxTTL: 2 * time.Minute, markerTTL: time.Minute}
+		s := &Store{
+			log:          Config{}.logger(),
+			openedBucket: openedBucket{bucket: "b", maxTTL: 2 * time.Minute, markerTTL: time.Minute},
+			keyBook:      keyBook{keys: newKeyCache(time.Now)},
+			upkeep:       upkeep{pokes: make(chan struct{}, 1)},
+		}
 		s.mode.Store(uint32(ExpiryServer))
 		held := heldAt(5, "a", 10*time.Second)
 

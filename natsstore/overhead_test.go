@@ -35,8 +35,12 @@ func (k *instantKV) Watch(context.Context, string) (jetstream.KeyWatcher, error)
 //
 //	go test -run '^$' -bench BenchmarkOverhead -benchmem ./natsstore
 func BenchmarkOverhead(b *testing.B) {
-	s := &Store{kv: &instantKV{}, keys: newKeyCache(time.Now), bucket: "b",
-		subject: "$KV.b.", putPrefix: "$KV.b.", log: Config{}.logger()}
+	s := &Store{
+		log:          Config{}.logger(),
+		storeConn:    storeConn{kv: &instantKV{}},
+		openedBucket: openedBucket{bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b."},
+		keyBook:      keyBook{keys: newKeyCache(time.Now)},
+	}
 	s.mode.Store(uint32(ExpiryServer))
 	s.life, s.stop = context.WithCancel(context.Background())
 	defer s.stop()

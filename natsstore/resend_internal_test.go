@@ -45,7 +45,11 @@ func TestResentReadIsMarkedByTheRequestAnswered(t *testing.T) {
 	t.Parallel()
 	nc := serverConn(t)
 	kv := &firstUnansweredKV{}
-	s := &Store{kv: kv, nc: nc, replicas: 3, keys: newKeyCache(time.Now)}
+	s := &Store{
+		storeConn:    storeConn{kv: kv, nc: nc},
+		openedBucket: openedBucket{replicas: 3},
+		keyBook:      keyBook{keys: newKeyCache(time.Now)},
+	}
 	s.keys.put("job", heldAt(7, "a", time.Minute))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

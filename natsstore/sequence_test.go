@@ -57,7 +57,11 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 		{jetstream.PubAck{Stream: "KV_b", Sequence: 99}, ProblemSequenceRegression},
 		{jetstream.PubAck{Stream: "KV_other", Sequence: 101}, ProblemBucketRecreated},
 	} {
-		s := &Store{bucket: "b", keys: newKeyCache(nil), log: Config{}.logger()}
+		s := &Store{
+			log:          Config{}.logger(),
+			openedBucket: openedBucket{bucket: "b"},
+			keyBook:      keyBook{keys: newKeyCache(nil)},
+		}
 		s.sawRevision(100)
 		err := s.acked("k", &tc.ack, s.top.Load())
 		require.ErrorIs(t, err, lease.ErrStoreConfig)
@@ -65,7 +69,11 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 		require.ErrorAs(t, s.Err(), &be)
 		assert.Equal(t, tc.problem, be.Problem, "%+v", tc.ack)
 	}
-	s := &Store{bucket: "b", keys: newKeyCache(nil), log: Config{}.logger()}
+	s := &Store{
+		log:          Config{}.logger(),
+		openedBucket: openedBucket{bucket: "b"},
+		keyBook:      keyBook{keys: newKeyCache(nil)},
+	}
 	s.sawRevision(100)
 	require.NoError(t, s.acked("k", &jetstream.PubAck{Stream: "KV_b", Sequence: 101}, 100))
 	assert.Equal(t, uint64(101), s.top.Load())

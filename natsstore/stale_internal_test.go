@@ -73,14 +73,10 @@ func staleStore(t *testing.T, replicas int, kv keyValue, now *time.Time, events 
 			defer mu.Unlock()
 			*events = append(*events, ev)
 		}},
-		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		kv:          kv,
-		nc:          nc,
-		replicas:    replicas,
-		bucket:      "b",
-		subject:     "$KV.b.",
-		infoSubject: "test.info",
-		keys:        newKeyCache(func() time.Time { return *now }),
+		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		storeConn:    storeConn{kv: kv, nc: nc},
+		openedBucket: openedBucket{replicas: replicas, bucket: "b", subject: "$KV.b.", infoSubject: "test.info"},
+		keyBook:      keyBook{keys: newKeyCache(func() time.Time { return *now })},
 	}
 }
 

@@ -20,21 +20,38 @@ import (
 // lease.Watcher and is safe for concurrent use. Open one with New, NewConn or
 // Dial, and Close it when done.
 type Store struct {
-	cfg       Config
-	log       *slog.Logger
-	nc        *nats.Conn // nil only in tests with a fake keyValue
-	ownConn   bool       // Dial made nc; Close closes it
-	js        jetstream.JetStream
-	kv        keyValue
-	bucket    string
-	subject   string        // "$KV.<bucket>.": where keys are stored
-	putPrefix string        // where keys are written: subject, behind the API prefix if any
-	mode      atomic.Uint32 // ExpiryServer or ExpiryObserved; server falls back to observed
-	markerTTL time.Duration // TTL of release markers in server mode
-	keys      *keyCache
-	flights   flights // Acquires in progress, by key (flight.go)
+	cfg Config
+	log *slog.Logger
+	storeConn
+	openedBucket
+	keyBook
+	upkeep
+	storeLife
+	hub watchHub // Watch calls of one key share one watch run (watchhub.go)
+}
 
-	// The bucket as the store opened it, compared by every check.
+// storeConn is the store's connection to the server.
+type storeConn struct {
+	nc      *nats.Conn // nil only in tests with a fake keyValue
+	ownConn bool       // Dial made nc; Close closes it
+	js      jetstream.JetStream
+	kv      keyValue
+	// link is cancelled when the connection is lost and replaced when it
+	// is back: requests in flight when the connection drops fail at once
+	// instead of waiting for their deadline (see guard).
+	link atomic.Pointer[link]
+	// hintsRefused: the server refused a subscription to the keys (hint.go).
+	hintsRefused atomic.Bool
+}
+
+// openedBucket is the bucket as the store opened it, compared by every
+// check.
+type openedBucket struct {
+	bucket      string
+	subject     string        // "$KV.<bucket>.": where keys are stored
+	putPrefix   string        // where keys are written: subject, behind the API prefix if any
+	mode        atomic.Uint32 // ExpiryServer or ExpiryObserved; server falls back to observed
+	markerTTL   time.Duration // TTL of release markers in server mode
 	created     time.Time     // the stream's creation time
 	maxTTL      time.Duration // the bucket's maximum lease TTL: how long a vanished key stays taken
 	maxRecorded bool          // the bucket records maxTTL (stream metadata)
@@ -44,32 +61,35 @@ type Store struct {
 	// directPrefix is "$JS.API.DIRECT.GET.KV_<bucket>.", with the domain
 	// or API prefix: a key's subject after it asks any replica (direct.go).
 	directPrefix string
+}
 
-	top    atomic.Uint64               // the highest stream revision seen
-	behind staleReads                  // reads that showed a revision below one seen (stale.go)
+// keyBook is what the store knows of the keys, which the take decision
+// (natsstore/internal/expiry) rests on.
+type keyBook struct {
+	keys    *keyCache
+	flights flights       // Acquires in progress, by key (flight.go)
+	top     atomic.Uint64 // the highest stream revision seen
+	behind  staleReads    // reads that showed a revision below one seen (stale.go)
+}
+
+// upkeep is the store's checks of its bucket and of its server.
+type upkeep struct {
 	broken atomic.Pointer[BucketError] // why the store stopped, nil while it works
 	checks checker
 	pokes  chan struct{} // asks the monitor for a check
+	health health        // watch creation times, failing requests (liveness.go, isolation.go)
+}
 
-	// link is cancelled when the connection is lost and replaced when it
-	// is back: requests in flight when the connection drops fail at once
-	// instead of waiting for their deadline (see guard).
-	link atomic.Pointer[link]
-
+// storeLife is the store's lifetime: its watches and its Close.
+type storeLife struct {
 	life    context.Context // lifetime of watches, cancelled by Close
 	stop    context.CancelFunc
 	mu      sync.Mutex // guards closed with watches.Add
 	closed  atomic.Bool
 	watches sync.WaitGroup // every goroutine of the store
 	running atomic.Int64   // watches (and their teardowns) not yet stopped
-	health  health         // watch creation times, failing requests (liveness.go, isolation.go)
 	once    sync.Once
 	err     error // Close's answer
-
-	// hintsRefused: the server refused a subscription to the keys (hint.go).
-	hintsRefused atomic.Bool
-
-	hub watchHub // Watch calls of one key share one watch run (watchhub.go)
 }
 
 var (
@@ -165,37 +185,36 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	name := cfg.bucket()
 	prefix := apiPrefix(js)
 	heartbeat, silence := cfg.watchHeartbeat()
+	kv := &jsBucket{
+		Publisher:     js,
+		nc:            nc,
+		msgGet:        prefix + "STREAM.MSG.GET.KV_" + name,
+		api:           prefix,
+		bucket:        name,
+		stream:        "KV_" + name,
+		pre:           "$KV." + name + ".",
+		heartbeat:     heartbeat,
+		silence:       silence,
+		deleteTimeout: cfg.timeout(),
+	}
 	s := &Store{
-		cfg:     cfg,
-		log:     log.With("bucket", name),
-		nc:      nc,
-		ownConn: ownConn,
-		kv: &jsBucket{
-			Publisher:     js,
-			nc:            nc,
-			msgGet:        prefix + "STREAM.MSG.GET.KV_" + name,
-			api:           prefix,
-			bucket:        name,
-			stream:        "KV_" + name,
-			pre:           "$KV." + name + ".",
-			heartbeat:     heartbeat,
-			silence:       silence,
-			deleteTimeout: cfg.timeout(),
+		cfg:       cfg,
+		log:       log.With("bucket", name),
+		storeConn: storeConn{nc: nc, ownConn: ownConn, js: js, kv: kv},
+		openedBucket: openedBucket{
+			bucket:       name,
+			subject:      "$KV." + name + ".",
+			markerTTL:    time.Duration(st.markerTTL) * time.Second,
+			created:      st.facts.created,
+			maxTTL:       st.maxTTL,
+			maxRecorded:  st.maxRecorded,
+			claimMax:     st.claimMax,
+			replicas:     st.replicas,
+			infoSubject:  prefix + "STREAM.INFO.KV_" + name,
+			directPrefix: prefix + "DIRECT.GET.KV_" + name + ".",
 		},
-		js:           js,
-		bucket:       name,
-		subject:      "$KV." + name + ".",
-		keys:         newKeyCache(time.Now),
-		markerTTL:    time.Duration(st.markerTTL) * time.Second,
-		created:      st.facts.created,
-		maxTTL:       st.maxTTL,
-		maxRecorded:  st.maxRecorded,
-		claimMax:     st.claimMax,
-		replicas:     st.replicas,
-		infoSubject:  prefix + "STREAM.INFO.KV_" + name,
-		directPrefix: prefix + "DIRECT.GET.KV_" + name + ".",
-		checks:       checker{slot: make(chan struct{}, 1)},
-		pokes:        make(chan struct{}, 1),
+		keyBook: keyBook{keys: newKeyCache(time.Now)},
+		upkeep:  upkeep{checks: checker{slot: make(chan struct{}, 1)}, pokes: make(chan struct{}, 1)},
 	}
 	s.mode.Store(uint32(st.mode))
 	s.sawRevision(st.facts.lastSeq)

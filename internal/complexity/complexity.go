@@ -61,7 +61,17 @@ func Of(fn ast.Node) int {
 // directories whose names start with "." or "_".
 func Library(root string) ([]Func, error) {
 	var out []Func
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := walk(root, func(path, rel string) error {
+		fs, err := File(path, rel)
+		out = append(out, fs...)
+		return err
+	})
+	return out, err
+}
+
+// walk calls each for every library file under root (see Library).
+func walk(root string, each func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -79,11 +89,8 @@ func Library(root string) ([]Func, error) {
 		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
 			return nil
 		}
-		fs, err := File(path, rel)
-		out = append(out, fs...)
-		return err
+		return each(path, rel)
 	})
-	return out, err
 }
 
 // skipDir reports whether the directory at path (rel from the root) holds

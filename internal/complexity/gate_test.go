@@ -58,3 +58,26 @@ func TestGate(t *testing.T) {
 		t.Errorf("gocyclo gate:\n\t%s", strings.Join(v.Failures, "\n\t"))
 	}
 }
+
+// TestStateGate holds every unexported struct type of the library to
+// MaxFields: state beyond that is split into named parts (issue 31).
+func TestStateGate(t *testing.T) {
+	states, err := States(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	require.Greater(t, len(states), 100, "the library's types were found")
+	for _, s := range states {
+		if s.Fields > MaxFields {
+			t.Errorf("%s: %s has %d fields, over %d: split its state into named parts", s.Pos, s.Name, s.Fields, MaxFields)
+		}
+	}
+}
+
+func TestStatesCountsEmbeddedPartsOnce(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module x\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.go"),
+		[]byte("package x\n\ntype part struct{ a, b int }\n\ntype big struct {\n\tpart\n\tc, d string\n\te int\n}\n\ntype Exported struct{ a, b, c int }\n"), 0o644))
+	states, err := States(dir)
+	require.NoError(t, err)
+	require.Equal(t, []State{{Name: "part", Fields: 2, Pos: "x.go:3"}, {Name: "big", Fields: 4, Pos: "x.go:5"}}, states)
+}
