@@ -55,28 +55,3 @@ func escape(s string) string {
 	}
 	return b.String()
 }
-
-// unescape reverses escape; ok is false for a string escape never makes.
-func unescape(s string) (string, bool) {
-	if s == "=" {
-		return "", true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '=' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		hi, lo := strings.IndexByte(hexDigits, s[i+1]), strings.IndexByte(hexDigits, s[i+2])
-		if hi < 0 || lo < 0 {
-			return "", false
-		}
-		b.WriteByte(byte(hi<<4 | lo))
-		i += 2
-	}
-	return b.String(), true
-}
