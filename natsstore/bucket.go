@@ -245,16 +245,12 @@ func recordedMaxTTL(name string, sc jetstream.StreamConfig) (time.Duration, bool
 	return roundUpSecond(d), true, nil
 }
 
-// CreateBucket creates the bucket cfg describes, as Dial, NewConn and New
-// create a missing one: History 1, file storage, cfg.Replicas replicas, no
-// bucket TTL, LimitMarkerTTL (per-message TTLs) unless cfg.Expiry is
-// ExpiryObserved or the server predates 2.11, cfg.MaxTTL recorded in the
-// stream's metadata, and a first revision drawn from the clock, so that a
-// bucket deleted and created again never issues fencing tokens below the old
-// one's. Run it from an administrator's tool, so that services can run with
+// CreateBucket creates the bucket cfg describes, as Dial and New create a
+// missing one, from an administrator's tool, so that services can run with
 // Config.NoCreate and without permission to create streams. It fails with an
 // error matching jetstream.ErrStreamNameAlreadyInUse when the bucket exists,
-// and never changes an existing bucket.
+// and never changes one. See docs/nats.md, "Creating the bucket in
+// production".
 func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if js == nil {
 		return &lease.FieldError{Field: "js", Reason: "must not be nil"}

@@ -22,16 +22,11 @@ const (
 	recheckMax = 5 * time.Second
 )
 
-// Check reads the bucket's configuration and the server's capabilities now,
-// as the store does after every reconnect, every 30 seconds, and whenever an
-// answer of the server may mean that the bucket changed. It returns nil when
-// the bucket is fit for leases, a *BucketError (matching
-// lease.ErrStoreConfig) when the store stopped because it is not, and an
-// error matching lease.ErrUnavailable when the server could not be asked.
-//
-// A check also detects a server that lost its per-message TTLs: the store
-// then falls back to ExpiryObserved (an ExpiryFallback event), or stops if
-// Config.Expiry is ExpiryServer.
+// Check reads the bucket's configuration and the server's capabilities now, as
+// the store does after every reconnect and every 30 seconds. It returns nil
+// when the bucket is fit for leases, a *BucketError (lease.ErrStoreConfig)
+// when the store stopped because it is not, and an error matching
+// lease.ErrUnavailable when the server could not be asked.
 func (s *Store) Check(ctx context.Context) error {
 	deadline, err := s.begin(ctx)
 	if err != nil {

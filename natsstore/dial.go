@@ -17,23 +17,13 @@ import (
 	"github.com/asterforge/aster/lease"
 )
 
-// Dial connects to NATS as d says and opens a Store over the connection,
-// which the store owns: Close closes it.
-//
-// The connection fails fast while disconnected: nothing is buffered, so an
-// operation attempted while the server is away returns lease.ErrUnavailable
-// at once and never lands later. It reconnects forever, even while the
-// server refuses its credentials (reading the credentials file again at
-// every attempt, so that a rotated file is picked up), and watches are
-// re-created after every reconnect.
-//
+// Dial connects to NATS as d says and opens a Store that owns the connection
+// (Close closes it). Operations fail fast while disconnected and never land
+// later; the connection reconnects forever, re-reading its credentials file.
 // Errors: a *lease.FieldError (lease.ErrInvalid) for a configuration that
-// cannot work (a missing file, a server that requires a client certificate
-// when none is configured, an account that requires Config.MaxBytes);
-// ErrAuthentication for refused credentials; ErrPermission for a user
-// without the permissions the store needs; lease.ErrUnavailable for a
-// server that cannot be reached (retried until ctx ends with
-// d.RetryConnect).
+// cannot work, ErrAuthentication, ErrPermission, or lease.ErrUnavailable for
+// a server that cannot be reached (retried until ctx ends with
+// d.RetryConnect). See docs/nats.md, "Connecting".
 func Dial(ctx context.Context, d DialOptions, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -34,35 +34,14 @@ const maxAttempts = 4
 // seconds.
 const minTTL = time.Second
 
-// Acquire implements lease.Store. It takes one round trip when the store
-// already knows the key's revision (it wrote or released it last) or the key
-// has never been written; otherwise it reads the key first.
-//
-// A key counts as free when it is empty and this store knows nothing else of
-// it, when its last message is a release marker written by this package, or
-// when it is an expiry marker of the server (once a check of the bucket has
-// shown that no bucket-wide MaxAge wrote it). A key that vanished without a
-// release (a delete or purge marker no owner wrote, or an empty subject where
-// this store had seen a value: a stream purge leaves no marker) is taken only
-// once the bucket's maximum lease TTL (MaxTTL) has passed since this store
-// saw it vanish, because its holder may act until its own TTL runs out. A
-// held value counts as expired, in either mode, once this store has seen
-// its revision unchanged for its TTL (since a read, or a watch event, first
-// showed it), counted again from its next sighting after an Acquire of the
-// key failed or a request of the store went unanswered (an outage may have
-// kept the holder from renewing); Acquisition.ExpiresIn says when that
-// will be (for a key held under a session, when its session's key will be
-// judged so). A value this package cannot read is reported as a *CorruptError
-// and never counts as free.
-//
-// Concurrent Acquires of one key by claims of different terms in one store
-// are coalesced: the first runs, and the others take its outcome when it
-// answers them too (the key is held by its new holder, or by the holder it
-// read), so that a release waking many standbys of one process costs one
-// write, not one each (see flights).
-//
-// Errors matching lease.ErrStoreConfig (a *BucketError) mean that the store
-// stopped: the bucket or the server changed under it.
+// Acquire implements lease.Store, in one round trip when the store knows the
+// key's revision. A key held by another term is taken once this store has
+// seen its revision unchanged for its TTL (Acquisition.ExpiresIn says when);
+// a key deleted or purged by hand, once the bucket's MaxTTL has passed. The
+// rule is in natsstore/internal/expiry and docs/guarantees.md. A value that is
+// not a lease is a *CorruptError and never free. Concurrent Acquires of one
+// key in a store share one write. Errors matching lease.ErrStoreConfig (a
+// *BucketError) mean the store stopped.
 func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, error) {
 	if err := s.validTTL(lease.ValidateClaim(c), c.TTL); err != nil {
 		return lease.Acquisition{}, err

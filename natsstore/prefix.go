@@ -14,43 +14,14 @@ import (
 )
 
 // WatchPrefix watches every lease whose ID begins with prefix, a valid lease
-// ID followed by '.' ("billing." matches "billing.members.a", never
-// "billingx.a"), with one KV watch of the subjects under it, whatever the
-// number of keys. It implements shard.Directory.
-//
-// It returns the current state first: an EventHeld for every key under the
-// prefix that holds a value now (a lease, or a value that is not one, held
-// by an empty Holder, as Watch reports it), sorted by lease ID. It reflects
-// every write acknowledged before the call: on a replicated bucket, whose
-// watch consumer may run on a follower that has not applied the latest
-// writes, it is complete only once the watch has delivered the last
-// revision under the prefix that the stream leader showed after the watch
-// was made (see watchRun.settle). Then it sends every change on the
-// channel, each entry translated as Watch translates it (EventHeld for an
-// acquisition or a renewal, EventFree for a release, an expiry, a delete or
-// a purge), until ctx is done or the store is closed, and then closes the
-// channel.
-//
-// The channel keeps the latest event of each lease until it is received, so
-// that a slow receiver never blocks the watch: it may miss intermediate
-// events of a lease, never its latest, and one busy lease never pushes
-// another's event out. Events of one lease arrive in order.
-//
-// The KV watch is kept alive as Watch's is: re-created after a reconnect and
-// whenever it ends, and checked every Config.WatchCheckInterval by a read
-// of the last revision under the prefix (WatchStalled and WatchRecovered
-// name the watch as the prefix followed by ">"). A re-created watch reports
-// the current state of every key under the prefix again (complete as the
-// first one's), and an EventFree (at Revision 0) for each lease it last
-// reported held that the new watch no longer shows (its subject was emptied
-// meanwhile without a marker), so that a receiver that missed a change
-// converges.
-//
-// It waits for the current state at most until ctx's deadline or
-// Config.Timeout; errors match lease.ErrInvalid (a bad prefix),
-// lease.ErrUnavailable (the server cannot be reached or does not answer in
-// time, with ErrPermission when the user may not watch the bucket) or
-// lease.ErrClosed.
+// ID followed by '.', with one KV watch; it implements shard.Directory. It
+// returns every key held now, sorted by lease ID and reflecting every write
+// acknowledged before the call, then sends each change (translated as Watch
+// does) until ctx is done or the store is closed. The channel keeps the latest
+// event of each lease, so a slow receiver may miss intermediate events, never
+// the latest. Errors match lease.ErrInvalid, lease.ErrUnavailable (with
+// ErrPermission when the user may not watch) or lease.ErrClosed. See
+// docs/nats.md, "Watches".
 func (s *Store) WatchPrefix(ctx context.Context, prefix string) ([]lease.Event, <-chan lease.Event, error) {
 	if err := validatePrefix(prefix); err != nil {
 		return nil, nil, err

@@ -14,26 +14,12 @@ import (
 
 var _ lease.SessionStore = (*Store)(nil)
 
-// AcquireUnder implements lease.SessionStore: one conditional write, as
-// Acquire makes, of a held record that names session (its lease ID and
-// term) and has no per-message TTL. The key is then held for as long as
-// that term holds the session's key, in either expiry mode.
-//
-// A contender (Acquire or AcquireUnder) that finds such a record reads the
-// session's key and takes the lease, with a compare-and-swap on its
-// revision, when the session has ended: released, expired (as Acquire
-// judges an expiry), held by another term, or deleted or purged by hand and
-// the bucket's maximum lease TTL has passed since the contender saw it
-// vanish. An empty session key that this store did not see released counts
-// as vanished too: a stream purge leaves no trace, and the leases that name
-// the session show that it existed. A session key that is not a lease
-// (ErrCorrupt) holds its leases until an operator deletes it.
-//
-// Deleting or purging by hand a key held under a session frees it for
-// contenders once the bucket's maximum lease TTL has passed, as for any
-// lease, but its holder, which never renews it, is not told: delete the
-// session's key instead, which ends every lease under it safely (see
-// docs/guarantees.md).
+// AcquireUnder implements lease.SessionStore: one conditional write of a
+// record that names session and has no TTL of its own, so the key is held for
+// as long as that term holds the session's key. A contender takes it only
+// after ending the session with a compare-and-swap on the session's key (see
+// docs/guarantees.md, "Locks held under a session"). To take such a lock away
+// by hand, delete its session's key, never the lock's.
 func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.Lease) (lease.Acquisition, error) {
 	if err := s.validTTL(lease.ValidateUnder(c, session), session.TTL); err != nil {
 		return lease.Acquisition{}, err

@@ -98,15 +98,9 @@ var (
 )
 
 // New opens a Store over an existing JetStream context, binding to or
-// creating cfg.Bucket (see Config). The caller keeps ownership of the
-// connection: Close does not close it. cfg.Domain and cfg.APIPrefix are
-// ignored; js carries its own.
-//
-// For fail-fast behaviour while disconnected, create the connection with
-// nats.ReconnectBufSize(-1); otherwise operations that time out during a
-// disconnection are replayed after the reconnect. The store recognises its
-// own replayed writes, but an operation waits until its deadline instead of
-// failing at once.
+// creating cfg.Bucket. The caller keeps the connection: Close does not close
+// it, and cfg.Domain and cfg.APIPrefix are ignored. Create the connection with
+// nats.ReconnectBufSize(-1) so that operations fail fast while disconnected.
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
 	if js == nil {
 		return nil, &lease.FieldError{Field: "js", Reason: "must not be nil"}

@@ -18,52 +18,14 @@ const (
 	rewatchMax = 500 * time.Millisecond
 )
 
-// Watch implements lease.Watcher over a KV watch of the key. It first
-// reports the key's current state (EventFree with Revision 0 for a key never
-// written, or whose last marker is gone), then every change: EventHeld for a
-// write (Owner is "" when the value is not a lease), EventFree for a release,
-// a delete, a purge or an expiry marker. In ExpiryObserved mode the server
-// writes no expiry markers, so expiries are not reported.
-//
-// A KV watch can fall silent: after a server restart or a stream leader
-// change its consumer may be gone, and the server stops delivering to a user
-// who may not answer flow control ($JS.FC). So the watch is re-created
-// whenever the connection reconnects, the watch ends, or its consumer sends
-// nothing, not even its idle heartbeat, for a Config.WatchCheckInterval
-// (see consumerWatch); and every Config.WatchCheckInterval it checks that
-// it is alive by reading the key's last revision: a watch that has not
-// delivered a revision the store read is re-created. On a replicated
-// bucket, a watch's consumer may run on a follower that has not applied the
-// latest writes: a key is reported free at first only once the watch has
-// delivered the key's last revision that the stream leader showed after the
-// watch was made (see watchRun.settle). A watch silent for
-// longer than an interval is reported as WatchStalled, then
-// WatchRecovered. Re-creation is
-// retried quickly, each attempt briefly bounded, so that the watch is back
-// as soon as the stream has a leader again. A re-created watch reports the
-// key's state again.
-//
-// Only JetStream's meta leader makes a watch's consumer, and a cluster
-// elects it apart from the stream's leader, sometimes seconds later. While
-// the watch is down it follows the key through its writes instead (hint.go):
-// it subscribes to the key's subject, reads the key whenever it sees it
-// written, and reports what the read shows, so that a standby learns of a
-// release at once, not at its next poll. This needs permission to subscribe
-// to the key's subject; without it the watch just waits to be re-created.
-//
-// The Watch calls of one key in a store share one KV watch (watchhub.go):
-// one consumer on the server, one liveness check, one WatchStalled and
-// WatchRecovered per silence, whatever the number of callers; each caller
-// has its own channel. A call that joins a watch that has reported the key's
-// state gets the latest event the watch delivered at once (its current view
-// of the key), then every change. A call made while the shared watch is
-// being made waits for it within its ctx, and returns the error that made it
-// fail, if one does.
-//
-// Each channel closes when its call's ctx is done or the store is closed, at
-// once. When the last call of a key has left, the watch's consumer is
-// deleted in the background (Close waits for that, up to
-// Config.CloseTimeout), and a later call makes a new watch.
+// Watch implements lease.Watcher. It reports the key's current state first
+// (EventFree at Revision 0 for a key never written), then every change:
+// EventHeld for a write (Owner "" for a value that is not a lease), EventFree
+// for a release, a delete, a purge or an expiry marker (none in
+// ExpiryObserved mode). The channel closes at once when ctx is done or the
+// store is closed. The calls of one key share one KV watch, kept alive across
+// reconnects and leader changes; a silence is reported as WatchStalled. See
+// docs/nats.md, "Watches".
 func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, error) {
 	if err := lease.ValidateLeaseID(leaseID); err != nil {
 		return nil, err
