@@ -84,6 +84,9 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The session's watchdog needs the actor system: start it (if it is not
+	// running) while the session's key is written.
+	l.startHost()
 	sent := leasehold.Now()
 	opCtx, cancel := context.WithTimeout(ctx, leasehold.OpTimeout(cfg))
 	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: term, TTL: cfg.EffectiveTTL()})

@@ -33,6 +33,11 @@ import (
 //     returning.
 //   - uncontended: Lock + Unlock of a free lock (p50-ms, p99-ms);
 //     uncontended-try: TryLock + Unlock.
+//   - life: a short-lived lock client's whole life on a connection already
+//     open: Aster's lock.New, TryAcquire, Release and Close (a Locker of
+//     the default Config, a lease per lock: aster-lease; under a session:
+//     aster), etcd's NewSession, TryLock, Unlock and the session's Close
+//     (with fsync: etcd; without: etcd-nosync) (p50-ms, p99-ms).
 //   - contended: 8 clients lock and unlock one lock for 3 s: locks/s.
 //   - held-10000: one client holds 10,000 locks at a TTL of 30 s for 20 s,
 //     on a server started for the measurement: client-cores and
@@ -52,6 +57,7 @@ func BenchmarkPeer(b *testing.B) {
 		{"crash", main, func(b *testing.B, sys system) { crash(b, sys, 2*time.Second, 8) }},
 		{"uncontended", withLease, func(b *testing.B, sys system) { uncontended(b, sys, false, 300) }},
 		{"uncontended-try", withLease, func(b *testing.B, sys system) { uncontended(b, sys, true, 300) }},
+		{"life", []system{asterLease, asterSession, etcdShared, etcdNoSyncShared}, func(b *testing.B, sys system) { life(b, sys, 300) }},
 		{"contended", main, func(b *testing.B, sys system) { contended(b, sys, 8, 3*time.Second) }},
 		{"held-10000", append(withLease, etcdPerLock), func(b *testing.B, sys system) { held(b, sys, 10_000, 20*time.Second) }},
 	} {
@@ -182,6 +188,26 @@ func uncontended(b *testing.B, sys system, try bool, n int) {
 			b.Fatal(err)
 		}
 		if i >= 10 { // the first cycles warm up (a session is opened)
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	reportLatency(b, lat)
+}
+
+// life: a short-lived lock client's whole life, n times.
+func life(b *testing.B, sys system, n int) {
+	c := newClient(b, sys, 30*time.Second)
+	defer c.close()
+	key := fmt.Sprintf("life.%d", rand.Uint64())
+	ctx, cancel := ctxFor(time.Minute)
+	defer cancel()
+	var lat []time.Duration
+	for i := range n + 10 {
+		t0 := time.Now()
+		if err := c.life(ctx, key); err != nil {
+			b.Fatal(err)
+		}
+		if i >= 10 { // the first lives warm up
 			lat = append(lat, time.Since(t0))
 		}
 	}

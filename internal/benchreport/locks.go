@@ -76,7 +76,7 @@ func (r *report) locks() {
 	if s := r.spread(leasesPkg, newLocker, "ns/op"); s.Valid() {
 		first := r.spread(leasesPkg, newLocker, "first-lock-us")
 		r.goal(goalRow{figure: "lock.New", measured: fmtSpread(s, fmtNs),
-			baseline: "New to its first lock taken (the actor system, started in the background): " +
+			baseline: "New to its first lock taken (on the in-memory store): " +
 				fmtSpread(scaleSpread(first, usNs), fmtNs),
 			goal: "<= " + fmtNs(newGoalNs), status: verdict(s.Median <= newGoalNs)})
 	}

@@ -53,6 +53,25 @@ func TestBuildReportsLocksAndPeers(t *testing.T) {
 	assert.NotContains(t, md, "Graceful handover, standby waiting 250 ms", "rows without measurements are left out")
 }
 
+// A short-lived Locker's life on NATS is a goal against etcd's short-lived
+// session without fsync, and a row of the peer table.
+func TestPeerLifeRow(t *testing.T) {
+	rs := NewResults()
+	require.NoError(t, rs.Parse(strings.NewReader(`pkg: github.com/asterforge/aster/bench/etcd
+BenchmarkPeer/life/system=aster-lease-2 	 1	 1e8 ns/op	 0.44 p50-ms	 2.40 p99-ms
+BenchmarkPeer/life/system=aster-2 	 1	 1e8 ns/op	 6.90 p50-ms	 26.9 p99-ms
+BenchmarkPeer/life/system=etcd-2 	 1	 1e8 ns/op	 5.00 p50-ms	 16.7 p99-ms
+BenchmarkPeer/life/system=etcd-nosync-2 	 1	 1e8 ns/op	 1.76 p50-ms	 8.00 p99-ms
+`), 2))
+	md := string(Build(Input{Results: rs}).Markdown)
+	row := goalLine(t, md, "A short-lived Locker's whole life on NATS")
+	assert.Contains(t, row, "p50 440 µs (n=1), p99 2.40 ms")
+	assert.Contains(t, row, "etcd without fsync: p50 1.76 ms (n=1), p99 8.00 ms")
+	assert.Contains(t, row, "0.25x")
+	assert.Contains(t, row, "| met |")
+	assert.Contains(t, goalLine(t, md, "A short-lived client's whole life"), "| 6.90 ms / 26.9 ms | - | 5.00 ms / 16.7 ms | 440 µs / 2.40 ms | - | 1.76 ms / 8.00 ms |")
+}
+
 // A short-lived Locker's life is reported beside the same life with a
 // shared actor system, from the same run.
 func TestLockerLifeRow(t *testing.T) {
