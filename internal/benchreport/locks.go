@@ -67,6 +67,9 @@ func (r *report) locks() {
 				g.why += fmt.Sprintf(" (acquire %s and release %s of the raw write in this run)", fmtRatio(a.Median),
 					fmtRatio(rel.Median))
 			}
+			if out := r.spread(leasesPkg, name, "outside-ns/op"); out.Valid() {
+				g.why += fmt.Sprintf("; of the lock's mean, %s was spent outside the store's calls", fmtSpread(out, fmtNs))
+			}
 			g.why += ", on a machine whose two cores the server shares. The profile shows where the client's time goes."
 		}
 		r.goal(g)
