@@ -90,7 +90,7 @@ bench:
 	@$(GO) run ./internal/benchreport/cmd/benchreport -dir $(BENCH_DIR) -out docs/benchmarks.md
 
 ## bench-peer: Aster's lock beside etcd's concurrency package (module bench/etcd: embedded etcd v3.7.3,
-##      nats-server with its default sync_interval and with sync always; about 8 minutes a run), into
+##      nats-server with its default sync_interval and with sync always, etcd with and without fsync; about 8 minutes a run), into
 ##      $(BENCH_DIR)/peer.bench.txt; make bench runs it, and make bench-report reports it
 BENCH_COUNT_PEER ?= 1
 bench-peer: SHELL := /bin/bash

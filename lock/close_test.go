@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -196,5 +197,36 @@ func TestCloseRacingAcquisitionsLeavesNothingHeld(t *testing.T) {
 			_, err := g.Token()
 			assert.ErrorIs(t, err, lease.ErrReleased)
 		}
+	})
+}
+
+// A Locker starts its actor system and keeper only when a watchdog is
+// due: a lock released sooner leaves the system untouched, and one held
+// past its watchdog's delay spawns the keeper (and is renewed).
+func TestLockerStartsItsKeeperOnlyWhenAWatchdogIsDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		defer sys.Shutdown()
+		mem := leasetest.NewMemStore()
+		defer mem.Close()
+		// Every spawn takes an ID from the registry's counter.
+		spawns := func() uint64 { return atomic.LoadUint64(&sys.ProcessRegistry.SequenceID) }
+
+		l, err := lock.New(mem, lock.Config{System: sys, TTL: 4 * time.Second})
+		require.NoError(t, err)
+		before := spawns()
+		g, err := l.Acquire(t.Context(), "short")
+		require.NoError(t, err)
+		require.NoError(t, g.Release(t.Context()))
+		synctest.Wait()
+		assert.Equal(t, before, spawns(), "a lock released before its watchdog is due needs no keeper")
+
+		g, err = l.Acquire(t.Context(), "long")
+		require.NoError(t, err)
+		time.Sleep(3 * time.Second) // past the first renewal, in virtual time
+		_, err = g.Token()
+		require.NoError(t, err, "renewed by its watchdog")
+		assert.Equal(t, before+1, spawns(), "the keeper (its watchdogs are spawned by name)")
+		require.NoError(t, l.Close(t.Context()))
 	})
 }

@@ -66,8 +66,9 @@ type Config struct {
 	RetryInterval time.Duration
 
 	// System is the actor system the watchdogs run in. nil means a quiet
-	// system of the Locker's own, shut down by Close; a given system is not
-	// shut down.
+	// system of the Locker's own, started when the first watchdog is due
+	// (never, when every lock is released sooner) and shut down by Close;
+	// a given system is not shut down.
 	System *actor.ActorSystem
 
 	// Logger receives the Locker's and the watchdogs' records. nil discards

@@ -142,7 +142,7 @@
 // # Closing
 //
 // Locker.Close releases every lock still held, stops the watchdogs and the
-// Locker's own actor system, and is bounded by its context; it returns a
+// Locker's own actor system (if it was started), and is bounded by its context; it returns a
 // *CloseError naming the locks it could not release (they expire at the
 // store) and what did not stop. Calls after Close return lease.ErrClosed.
 //
@@ -180,7 +180,12 @@
 // docs/benchmarks.md for the figures of the last make bench, and its
 // comparison with etcd.
 //
-// New does not touch the store; it starts the Locker's actor system in the
-// background (a few milliseconds of CPU time, which the first lock that
-// needs a watchdog waits for), unless Config.System gives one to share.
+// New does not touch the store and starts nothing. The Locker's actor
+// system (a few milliseconds of CPU time to start), unless Config.System
+// gives one to share, is started by the first watchdog that is due, or by
+// the session's; a short-lived Locker whose locks are released before
+// their watchdog is due starts none, so its whole life (New, Acquire,
+// Release, Close) costs about the two store writes. There is no
+// package-level actor system: a Locker never shares state with another
+// unless it is given a System.
 package lock

@@ -28,10 +28,32 @@ type Guard struct {
 	sess     *session         // the session of bound
 	pend     *pendingGuard    // while its watchdog has not started (Locker.pending.mu)
 	resource string
+	// prev and next link the guards held under sess (session.mu), so that
+	// a lock under a session costs no map entry.
+	prev, next *Guard
 
 	mu       sync.Mutex
 	released bool // a release reached a final answer: relErr
 	relErr   error
+}
+
+// boundGuard is a Guard under a session and its Bound, in one allocation.
+type boundGuard struct {
+	g Guard
+	b leasehold.Bound
+}
+
+// newBoundGuard returns the guard of a lock on resource held under s as l.
+// It returns an error matching lease.ErrInvalid when l is not a valid
+// lease.
+func newBoundGuard(l *Locker, s *session, resource string, le lease.Lease) (*Guard, error) {
+	bg := new(boundGuard)
+	if err := bg.b.Init(s.hold, le); err != nil {
+		return nil, err
+	}
+	g := &bg.g
+	g.l, g.t, g.bound, g.sess, g.resource = l, &bg.b, &bg.b, s, resource
+	return g, nil
 }
 
 // tenure is what a Guard reads of its lease: a leasehold.Hold, or a

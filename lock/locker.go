@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/internal/backoff"
 	"github.com/asterforge/aster/internal/leasehold"
@@ -45,10 +47,13 @@ type Locker struct {
 // matching lease.ErrInvalid when cfg is invalid, or when cfg.Session is set
 // and store is not a lease.SessionStore.
 //
-// New does not touch the store. When cfg.System is nil it starts the
-// Locker's own actor system in the background (which takes a few
-// milliseconds of CPU); the first lock that needs a watchdog waits for it.
-// Give many Lockers one System to share that cost.
+// New does not touch the store, and starts nothing: the watchdogs' actor
+// system (the Locker's own when cfg.System is nil, which takes a few
+// milliseconds of CPU to start) is started by the first lock that needs a
+// watchdog, or by the session's. A lock released before its watchdog is
+// due never needs one (see the package doc), so a short-lived Locker whose
+// locks are all short starts no actor system at all. Give many Lockers one
+// System to share its cost.
 func New(store lease.Store, cfg Config) (*Locker, error) {
 	if store == nil {
 		return nil, &lease.FieldError{Field: "store", Reason: "must not be nil"}
@@ -67,7 +72,7 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 		cfg:     cfg,
 		owner:   cfg.OwnerID,
 		log:     actorsys.Logger(cfg.Logger),
-		host:    host{started: make(chan struct{}), done: make(chan struct{})},
+		host:    host{done: make(chan struct{})},
 		queues:  queues{m: make(map[string]*queue)},
 	}
 	l.life.init()
@@ -83,17 +88,7 @@ func New(store lease.Store, cfg Config) (*Locker, error) {
 		l.owner = lease.NewOwnerID()
 	}
 	l.watcher, _ = store.(lease.Watcher)
-	if cfg.System != nil {
-		l.start()
-	} else {
-		go l.start()
-	}
 	return l, nil
-}
-
-// start starts the actor system (unless given) and the keeper.
-func (l *Locker) start() {
-	l.host.start(l.cfg.System, l.cfg.Logger, keeperProps(l, l.host.done))
 }
 
 // OwnerID returns the owner ID this Locker writes in every lock it holds.
@@ -239,13 +234,34 @@ func (l *Locker) register(g *Guard, cfg lease.Config) bool {
 func (l *Locker) unheld() { l.held.add(-1) }
 
 // sendKeeper sends msg to the keeper unless Close has started, and reports
-// whether it did. Sending while Close cannot start (lifecycle.whileOpen)
+// whether it did; the first message starts the actor system and the
+// keeper (host.up). Sending while Close cannot start (lifecycle.whileOpen)
 // orders msg before Close's closeKeeper in the keeper's mailbox, so the
 // keeper handles it before it stops, and nothing is sent to a stopped
 // keeper.
 func (l *Locker) sendKeeper(msg any) bool {
-	<-l.host.started
+	if !l.hostUp() {
+		return false // Close has started
+	}
 	return l.life.whileOpen(func() { l.host.send(msg) })
+}
+
+// hostUp starts the actor system and the keeper unless they are running
+// (host.up), and reports false once Close has started.
+func (l *Locker) hostUp() bool {
+	return l.host.up(l.cfg.System, l.cfg.Logger, func() *actor.Props { return keeperProps(l, l.host.done) })
+}
+
+// startHost starts the actor system and the keeper in the background,
+// unless they are running, for a watchdog about to be needed. Close waits
+// for it.
+func (l *Locker) startHost() {
+	if l.host.idle() { // counted before Close closes the host
+		go func() {
+			defer l.host.starting.Done()
+			l.hostUp()
+		}()
+	}
 }
 
 func (l *Locker) emit(ev Event) {
@@ -263,7 +279,7 @@ func (l *Locker) report(r leasehold.Report) {
 
 // Close releases every lock still held (with a compare-and-swap, as
 // Guard.Release does), stops the watchdogs and the Locker's own actor
-// system, and makes later Acquire and TryAcquire calls (and those waiting)
+// system (if one was started), and makes later Acquire and TryAcquire calls (and those waiting)
 // return lease.ErrClosed. Guards released by Close report lease.ErrReleased.
 //
 // It is bounded by ctx, or by DefaultCloseTimeout when ctx has no
@@ -288,10 +304,9 @@ func (l *Locker) Close(ctx context.Context) error {
 // close is Close's work, in steps, once the Locker is marked closed.
 func (l *Locker) close(ctx context.Context) error {
 	var report CloseError
-	if !wait(ctx, l.host.started, nil) {
-		report.NotStopped = append(report.NotStopped, "the actor system (it did not start)")
-		return report.err()
-	}
+	// 0. Nothing starts the actor system from now on; up tells whether a
+	//    message to the keeper had started it.
+	up := l.host.close()
 
 	// 1. No lock is taken under the session from now on, and the locks
 	//    under it are marked released.
@@ -306,20 +321,25 @@ func (l *Locker) close(ctx context.Context) error {
 
 	// 3. The keeper refuses new watchdogs from now on, marks every Hold
 	//    released (no token, no new renewal) and lists the guards.
+	//    (Without a keeper, no watchdog ever started.)
 	var guards []*Guard
-	reply := make(chan []*Guard, 1)
-	l.host.send(closeKeeper{reply: reply})
-	if !wait(ctx, reply, &guards) {
-		report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
+	if up {
+		reply := make(chan []*Guard, 1)
+		l.host.send(closeKeeper{reply: reply})
+		if !wait(ctx, reply, &guards) {
+			report.NotStopped = append(report.NotStopped, "the lock keeper (it did not answer)")
+		}
 	}
 	guards = append(guards, waiting...)
 
 	// 4. Stopping the keeper stops every watchdog; each finishes the
 	//    renewal it may be sending (aborted: its Hold has ended) before it
 	//    stops.
-	l.host.sys.Root.Stop(l.host.keeper)
-	if !wait(ctx, l.host.done, nil) {
-		report.NotStopped = append(report.NotStopped, strconv.FormatInt(l.held.n.Load(), 10)+" watchdogs")
+	if up {
+		l.host.sys.Root.Stop(l.host.keeper)
+		if !wait(ctx, l.host.done, nil) {
+			report.NotStopped = append(report.NotStopped, strconv.FormatInt(l.held.n.Load(), 10)+" watchdogs")
+		}
 	}
 
 	// 5. Release the locks, then the session.
@@ -330,7 +350,8 @@ func (l *Locker) close(ctx context.Context) error {
 	if !wait(ctx, l.life.callsDone, nil) {
 		report.NotStopped = append(report.NotStopped, strconv.Itoa(l.life.inProgress())+" acquire calls")
 	}
-	l.life.lapses.Wait() // each ends promptly: its store call honours bg, cancelled above
+	l.life.lapses.Wait()   // each ends promptly: its store call honours bg, cancelled above
+	l.host.starting.Wait() // returns at once: the host is closed
 	if l.host.own != nil {
 		l.host.own.Shutdown()
 	}

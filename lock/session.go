@@ -18,9 +18,9 @@ type session struct {
 	hold *leasehold.Hold
 	cfg  lease.Config
 
-	mu     sync.Mutex
-	ended  bool
-	guards map[*Guard]struct{} // the locks held under it
+	mu    sync.Mutex
+	ended bool
+	head  *Guard // the locks held under it, linked by Guard.prev and next
 }
 
 // sessionSlot holds a Locker's current session, and the opening of the
@@ -84,6 +84,9 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The session's watchdog needs the actor system: start it (if it is not
+	// running) while the session's key is written.
+	l.startHost()
 	sent := leasehold.Now()
 	opCtx, cancel := context.WithTimeout(ctx, leasehold.OpTimeout(cfg))
 	a, err := l.store.Acquire(opCtx, lease.Claim{LeaseID: cfg.LeaseID, OwnerID: cfg.OwnerID, Term: term, TTL: cfg.EffectiveTTL()})
@@ -99,7 +102,7 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 		l.giveBack(a.Lease)
 		return nil, err
 	}
-	s := &session{hold: hold, cfg: cfg, guards: make(map[*Guard]struct{})}
+	s := &session{hold: hold, cfg: cfg}
 	// The session is the Locker's before its watchdog starts, so that a
 	// Close that starts now finds it and releases it.
 	l.slot.mu.Lock()
@@ -125,7 +128,11 @@ func (s *session) add(g *Guard) bool {
 	if s.ended || s.hold.Err() != nil {
 		return false
 	}
-	s.guards[g] = struct{}{}
+	g.next = s.head
+	if s.head != nil {
+		s.head.prev = g
+	}
+	s.head = g
 	g.l.held.add(1)
 	return true
 }
@@ -134,10 +141,18 @@ func (s *session) add(g *Guard) bool {
 func (s *session) remove(g *Guard) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.guards[g]; !ok {
-		return false
+	if s.head != g && g.prev == nil {
+		return false // not (or no longer) in the list
 	}
-	delete(s.guards, g)
+	if g.prev != nil {
+		g.prev.next = g.next
+	} else {
+		s.head = g.next
+	}
+	if g.next != nil {
+		g.next.prev = g.prev
+	}
+	g.prev, g.next = nil, nil
 	g.l.held.add(-1)
 	return true
 }
@@ -151,11 +166,14 @@ func (s *session) end(l *Locker) []*Guard {
 		return nil
 	}
 	s.ended = true
-	guards := make([]*Guard, 0, len(s.guards))
-	for g := range s.guards {
+	var guards []*Guard
+	for g := s.head; g != nil; {
+		next := g.next
+		g.prev, g.next = nil, nil // a guard kept by its user keeps no other alive
 		guards = append(guards, g)
+		g = next
 	}
-	s.guards = nil
+	s.head = nil
 	s.mu.Unlock()
 	l.slot.mu.Lock()
 	if l.slot.cur == s {

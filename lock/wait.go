@@ -335,12 +335,11 @@ func (c *contender) attemptUnder(handover bool) (*Guard, lease.Holder, error) {
 	if !a.Acquired {
 		return nil, a.Holder, nil
 	}
-	b, err := leasehold.NewBound(s.hold, a.Lease)
+	g, err := newBoundGuard(l, s, c.resource, a.Lease)
 	if err != nil { // cannot happen: the store returned a valid lease
 		l.giveBack(a.Lease)
 		return nil, lease.Holder{}, err
 	}
-	g := &Guard{l: l, t: b, bound: b, sess: s, resource: c.resource}
 	if !s.add(g) {
 		// The session ended (lost, or Close) after the lock was written
 		// under it: the lock is free already; clean its key up.

@@ -30,6 +30,7 @@ var (
 	asterSyncSession = system{name: "aster-sync", server: natsSync, session: true}
 	asterLease       = system{name: "aster-lease", server: natsDefault}
 	etcdShared       = system{name: "etcd", server: etcdServer, session: true}
+	etcdNoSyncShared = system{name: "etcd-nosync", server: etcdNoSync, session: true}
 	etcdPerLock      = system{name: "etcd-session-per-lock", server: etcdServer, session: true, perLock: true}
 )
 
@@ -45,6 +46,10 @@ type client interface {
 	// crash drops the connection without releasing anything, as a killed
 	// process would.
 	crash()
+	// life is a short-lived lock client's whole life on this client's
+	// connection: a new Locker (Aster) or session (etcd), one TryLock of
+	// key and its Unlock, and the Locker's Close (the session's).
+	life(ctx context.Context, key string) error
 	// close ends the client, releasing what it still holds.
 	close()
 }
@@ -60,7 +65,7 @@ func newClientOn(b *testing.B, srv *server, sys system, ttl time.Duration) clien
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if sys.server == etcdServer {
+	if sys.server == etcdServer || sys.server == etcdNoSync {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.url}, DialTimeout: 10 * time.Second})
 		if err != nil {
 			b.Fatal(err)
@@ -77,16 +82,30 @@ func newClientOn(b *testing.B, srv *server, sys system, ttl time.Duration) clien
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := lock.New(store, lock.Config{TTL: ttl, Session: sys.session, RetryInterval: time.Second})
+	cfg := lock.Config{TTL: ttl, Session: sys.session, RetryInterval: time.Second}
+	l, err := lock.New(store, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &asterClient{store: store, locker: l}
+	return &asterClient{store: store, locker: l, cfg: cfg}
 }
 
 type asterClient struct {
 	store  *natsstore.Store
 	locker *lock.Locker
+	cfg    lock.Config
+}
+
+func (c *asterClient) life(ctx context.Context, key string) error {
+	l, err := lock.New(c.store, c.cfg)
+	if err != nil {
+		return err
+	}
+	g, err := l.TryAcquire(ctx, key)
+	if err == nil {
+		err = g.Release(ctx)
+	}
+	return errors.Join(err, l.Close(ctx))
 }
 
 func (c *asterClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
@@ -162,6 +181,18 @@ func (c *etcdClient) tryLock(ctx context.Context, key string) (func(context.Cont
 		return nil, err
 	}
 	return func(ctx context.Context) error { defer done(); return m.Unlock(ctx) }, nil
+}
+
+func (c *etcdClient) life(ctx context.Context, key string) error {
+	s, err := concurrency.NewSession(c.cli, concurrency.WithTTL(c.ttl), concurrency.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	m := concurrency.NewMutex(s, "/lock/"+key)
+	if err = m.TryLock(ctx); err == nil {
+		err = m.Unlock(ctx)
+	}
+	return errors.Join(err, s.Close())
 }
 
 func (c *etcdClient) crash() { _ = c.cli.Close() } // the session's lease is not revoked: it expires

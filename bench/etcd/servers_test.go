@@ -27,9 +27,10 @@ const serverEnv = "ASTER_PEER_SERVER"
 
 // Servers.
 const (
-	natsDefault = "nats"      // nats-server, JetStream's default sync_interval (2 min)
-	natsSync    = "nats-sync" // nats-server, sync_interval always
-	etcdServer  = "etcd"      // etcd, defaults (fsync every commit)
+	natsDefault = "nats"        // nats-server, JetStream's default sync_interval (2 min)
+	natsSync    = "nats-sync"   // nats-server, sync_interval always
+	etcdServer  = "etcd"        // etcd, defaults (fsync every commit)
+	etcdNoSync  = "etcd-nosync" // etcd with --unsafe-no-fsync
 )
 
 func TestMain(m *testing.M) {
@@ -72,8 +73,8 @@ func serve(kind string) error {
 			return err
 		}
 		url, stop = s.ClientURL(), func() { _ = s.Close() }
-	case etcdServer:
-		e, u, err := startEtcd(dir)
+	case etcdServer, etcdNoSync:
+		e, u, err := startEtcd(dir, kind == etcdNoSync)
 		if err != nil {
 			return err
 		}
@@ -87,9 +88,10 @@ func serve(kind string) error {
 	return nil
 }
 
-// startEtcd starts a single-member etcd in dir, with its default fsync, on
-// loopback ports the kernel picks.
-func startEtcd(dir string) (*embed.Etcd, string, error) {
+// startEtcd starts a single-member etcd in dir, with its default fsync
+// (or none, with noFsync: --unsafe-no-fsync), on loopback ports the kernel
+// picks.
+func startEtcd(dir string, noFsync bool) (*embed.Etcd, string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, "", err
@@ -103,6 +105,7 @@ func startEtcd(dir string) (*embed.Etcd, string, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "fatal" // quiet, shutdown included
 	cfg.LogOutputs = []string{"stderr"}
+	cfg.UnsafeNoFsync = noFsync
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, "", err

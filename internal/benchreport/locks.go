@@ -67,6 +67,9 @@ func (r *report) locks() {
 				g.why += fmt.Sprintf(" (acquire %s and release %s of the raw write in this run)", fmtRatio(a.Median),
 					fmtRatio(rel.Median))
 			}
+			if out := r.spread(leasesPkg, name, "outside-ns/op"); out.Valid() {
+				g.why += fmt.Sprintf("; of the lock's mean, %s was spent outside the store's calls", fmtSpread(out, fmtNs))
+			}
 			g.why += ", on a machine whose two cores the server shares. The profile shows where the client's time goes."
 		}
 		r.goal(g)
@@ -76,7 +79,7 @@ func (r *report) locks() {
 	if s := r.spread(leasesPkg, newLocker, "ns/op"); s.Valid() {
 		first := r.spread(leasesPkg, newLocker, "first-lock-us")
 		r.goal(goalRow{figure: "lock.New", measured: fmtSpread(s, fmtNs),
-			baseline: "New to its first lock taken (the actor system, started in the background): " +
+			baseline: "New to its first lock taken (on the in-memory store): " +
 				fmtSpread(scaleSpread(first, usNs), fmtNs),
 			goal: "<= " + fmtNs(newGoalNs), status: verdict(s.Median <= newGoalNs)})
 	}

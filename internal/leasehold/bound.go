@@ -21,13 +21,19 @@ import (
 // session's validity has passed.
 //
 // Its context is made on first use (Lost or Context), so that a Bound that
-// nobody waits on costs no context: a process may hold many.
+// nobody waits on costs no context, nor a field for one: a process may
+// hold many.
 type Bound struct {
 	session *Hold
 	lease   lease.Lease
 
-	mu     sync.Mutex
-	err    error // nil while held, or while only the session has ended
+	mu  sync.Mutex
+	err error     // nil while held, or while only the session has ended
+	ctx *boundCtx // nil until Context or Lost is called
+}
+
+// boundCtx is a Bound's context, made on first use.
+type boundCtx struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
@@ -36,10 +42,22 @@ type Bound struct {
 // is session. It returns an error matching lease.ErrInvalid when l is not
 // a valid lease.
 func NewBound(session *Hold, l lease.Lease) (*Bound, error) {
-	if err := lease.ValidateLease(l); err != nil {
+	b := new(Bound)
+	if err := b.Init(session, l); err != nil {
 		return nil, err
 	}
-	return &Bound{session: session, lease: l}, nil
+	return b, nil
+}
+
+// Init makes the zero Bound b the Bound of l, as NewBound does, for a
+// Bound kept inside a larger struct (one allocation per lock instead of
+// two). b must not be shared yet.
+func (b *Bound) Init(session *Hold, l lease.Lease) error {
+	if err := lease.ValidateLease(l); err != nil {
+		return err
+	}
+	b.session, b.lease = session, l
+	return nil
 }
 
 // Session returns the Hold of the session the lease is held under.
@@ -98,12 +116,14 @@ func (b *Bound) Context() context.Context {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ctx == nil {
-		b.ctx, b.cancel = context.WithCancelCause(b.session.ctx)
+		c := new(boundCtx)
+		c.ctx, c.cancel = context.WithCancelCause(b.session.ctx)
 		if b.err != nil {
-			b.cancel(b.err)
+			c.cancel(b.err)
 		}
+		b.ctx = c
 	}
-	return b.ctx
+	return b.ctx.ctx
 }
 
 // Lost returns a channel closed when the Bound ends.
@@ -128,10 +148,10 @@ func (b *Bound) end(cause error) bool {
 		return false
 	}
 	b.err = cause
-	cancel := b.cancel
+	c := b.ctx
 	b.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
+	if c != nil {
+		c.cancel(cause)
 	}
 	return true
 }
