@@ -38,7 +38,7 @@ func writeReport(path string) error {
 		"stream-purge", "delete-mixed-ttl", "bucket-recreate", "bucket-max-age", "server-rollback", "server-downgrade",
 		"singleton-kill", "singleton-pause", "singleton-graceful",
 		"shard-kill-rebalance", "shard-pause-3x-ttl", "shard-partition-3x-ttl",
-		"grains-kill", "grains-pause-3x-ttl", "grains-partition-3x-ttl"}
+		"grains-kill", "grains-pause-3x-ttl", "grains-partition-3x-ttl", "grains-join"}
 	for _, f := range clusterFaults {
 		for _, c := range f.configs() {
 			order = append(order, clusterName(f, c))
