@@ -42,7 +42,36 @@ func (p *provider) StartMember(c *cluster.Cluster) error {
 	if err := m.join(meta); err != nil {
 		return err
 	}
+	if err := m.probe(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.joinTimeout())
+		defer cancel()
+		return errors.Join(err, m.leaveNow(ctx))
+	}
 	m.follow(c)
+	return nil
+}
+
+// probe takes and gives back a lock under the member's session, of a
+// resource no identity has (kind ""), bounded by Config.JoinTimeout: a
+// member that may not write its activations' locks (a NATS user without
+// permission for Prefix+".grain.>") fails to start, with the store's
+// error, instead of failing every activation later.
+func (m *Member) probe() error {
+	m.mu.Lock()
+	locker := m.locker
+	m.mu.Unlock()
+	if locker == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(m.life, m.cfg.joinTimeout())
+	defer cancel()
+	g, err := locker.TryAcquire(ctx, grainResource("", m.ID()))
+	if err != nil {
+		return fmt.Errorf("grains: the member cannot take its activations' locks: %w", err)
+	}
+	if err := g.Release(ctx); err != nil {
+		return fmt.Errorf("grains: the member cannot release its activations' locks: %w", err)
+	}
 	return nil
 }
 
@@ -150,8 +179,12 @@ func (m *Member) join(meta map[string]string) error {
 		<-left
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Errorf("%w: grains: the membership lease %s was not granted within %v (last error: %v)",
-			lease.ErrUnavailable, lc.LeaseID, m.cfg.joinTimeout(), lastErr)
+		err := fmt.Errorf("%w: grains: the membership lease %s was not granted within %v", lease.ErrUnavailable,
+			lc.LeaseID, m.cfg.joinTimeout())
+		if lastErr != nil {
+			err = fmt.Errorf("%w (last error: %w)", err, lastErr)
+		}
+		return err
 	}
 }
 

@@ -63,7 +63,7 @@ func run(m *testing.M) int {
 	defer cancel()
 	mod, err := harness.ModuleDir(ctx)
 	if err == nil {
-		bins, err = harness.Build(ctx, mod, dir, "./cmd/chaos-nats", "./cmd/chaos-holder")
+		bins, err = harness.Build(ctx, mod, dir, "./cmd/chaos-nats", "./cmd/chaos-holder", "./cmd/chaos-grains")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
