@@ -243,7 +243,7 @@ func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Co
 
 // event translates a KV watch entry.
 func (s *Store) event(e jetstream.KeyValueEntry) lease.Event {
-	s.watched(e) // starts the observation clock of the revision (observe.go)
+	s.watched(e) // starts the observation clock of the revision (keys_observe.go)
 	ev := lease.Event{LeaseID: e.Key(), Revision: e.Revision()}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:

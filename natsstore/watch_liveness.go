@@ -26,7 +26,7 @@ const (
 // reachability, shared by its goroutines.
 type health struct {
 	createdIn atomic.Int64 // how long the last watch creation took, in nanoseconds
-	isolation isolation    // see isolation.go
+	isolation isolation    // see bucket_isolation.go
 }
 
 func (c Config) watchCheck() time.Duration {
@@ -108,7 +108,7 @@ type rewatch struct {
 }
 
 // hintFollow: while the watch is down, its keys are followed through
-// their writes (hint.go).
+// their writes (watch_hint.go).
 type hintFollow struct {
 	hint        *hints            // nil while the watch works
 	hintGen     uint64            // counts the subscriptions, to match reads
@@ -447,7 +447,7 @@ type created struct {
 
 // recreate starts making a new watch in the background, unless one is
 // being made: the run goes on forwarding what the watch's keys' writes
-// show meanwhile (hint.go), and an attempt may wait up to attemptLimit for
+// show meanwhile (watch_hint.go), and an attempt may wait up to attemptLimit for
 // a server that does not answer.
 func (r *watchRun) recreate(ctx context.Context) {
 	if r.w != nil || r.creating || ctx.Err() != nil {

@@ -21,7 +21,7 @@ import (
 // quorum, so a stale leader never lets one through; but a read that the
 // store acts on without writing ("held by another", "lost") would be stale.
 // Such a read is therefore confirmed by the leader's own account of its
-// replicas (STREAM.INFO, the request isolation.go's probe makes), which
+// replicas (STREAM.INFO, the request bucket_isolation.go's probe makes), which
 // shows that no other leader can have been elected before the read.
 const (
 	// electionSilence is how long a raft follower of nats-server goes
@@ -177,7 +177,7 @@ func waitUnless(ctx context.Context, d time.Duration, moved func() bool) error {
 }
 
 // unconfirmed reports a read that could not be confirmed as a failure of
-// JetStream: the isolation check (isolation.go) counts it, so that a store
+// JetStream: the isolation check (bucket_isolation.go) counts it, so that a store
 // whose server is cut off from its cluster moves to another.
 func (s *Store) unconfirmed(ctx context.Context, what string, sent time.Time, why string) error {
 	if iso := &s.health.isolation; !iso.start.IsZero() {

@@ -795,7 +795,7 @@ func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStr
 }
 
 // getLastVia is getLast, where a read refused for want of a meta leader
-// calls alt (if not nil): an error alt returns ends the read (direct.go).
+// calls alt (if not nil): an error alt returns ends the read (write_direct.go).
 func (s *Store) getLastVia(actx context.Context, subject string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
 	var (
 		m    *jetstream.RawStreamMsg
@@ -894,7 +894,7 @@ func (s *Store) readMarked(ctx context.Context, deadline time.Time, key string) 
 
 // readOrFree is readMarked for Acquire, which also looks for the key free
 // through a direct get while reads are refused for want of a meta leader:
-// it then returns a *freeAt error (direct.go).
+// it then returns a *freeAt error (write_direct.go).
 func (s *Store) readOrFree(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
 	return s.readVia(ctx, deadline, key, func(sctx context.Context, err error) error {
 		return s.directFree(sctx, deadline, key, err)
@@ -919,7 +919,7 @@ func (s *Store) readVia(ctx context.Context, deadline time.Time, key string, alt
 			// History 1 keeps one message per key: an older one can only
 			// come back if the server lost the newer, or from a stream
 			// leader cut off from its cluster, which answers from what it
-			// has until it steps down (stale.go).
+			// has until it steps down (write_stale.go).
 			if err := s.current(ctx, deadline, "read "+key, mark); err != nil {
 				return nil, mark, err
 			}
