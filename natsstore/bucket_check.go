@@ -226,11 +226,11 @@ func (s *Store) sameExpiry(f bucketFacts) error {
 
 // maxRecordedText describes the maximum lease TTL the bucket recorded when
 // the store opened it.
-func (s *Store) maxRecordedText() string {
-	if !s.maxRecorded {
+func (b *openedBucket) maxRecordedText() string {
+	if !b.maxRecorded {
 		return ""
 	}
-	return s.maxTTL.String()
+	return b.maxTTL.String()
 }
 
 // fallBack makes the store judge expiry by observation from now on.
@@ -281,18 +281,18 @@ func atRevision(key string) string {
 }
 
 // sawRevision records that the stream has reached revision rev.
-func (s *Store) sawRevision(rev uint64) {
+func (b *keyBook) sawRevision(rev uint64) {
 	for {
-		top := s.top.Load()
-		if rev <= top || s.top.CompareAndSwap(top, rev) {
+		top := b.top.Load()
+		if rev <= top || b.top.CompareAndSwap(top, rev) {
 			return
 		}
 	}
 }
 
 // keyTop returns the highest revision seen under key, 0 if none.
-func (s *Store) keyTop(key string) uint64 {
-	st, _ := s.keys.get(key)
+func (b *keyBook) keyTop(key string) uint64 {
+	st, _ := b.keys.get(key)
 	return st.Top
 }
 
@@ -320,9 +320,9 @@ func (s *Store) landed(key string, rev, before uint64) error {
 }
 
 // poke asks the monitor for a check of the bucket soon.
-func (s *Store) poke() {
+func (u *upkeep) poke() {
 	select {
-	case s.pokes <- struct{}{}:
+	case u.pokes <- struct{}{}:
 	default:
 	}
 }

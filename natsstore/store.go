@@ -441,13 +441,13 @@ func (s *Store) followConn() {
 }
 
 // setLink ends the current link and starts a new one when up.
-func (s *Store) setLink(up bool) {
+func (c *storeConn) setLink(up bool) {
 	l := &link{}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	if !up {
 		l.cancel()
 	}
-	if old := s.link.Swap(l); old != nil {
+	if old := c.link.Swap(l); old != nil {
 		old.cancel()
 	}
 }
@@ -457,14 +457,14 @@ func (s *Store) setLink(up bool) {
 // resolve an indeterminate outcome, and it ends as soon as the connection is
 // lost. It costs one timer. Call the returned guarded's end when the request
 // is over.
-func (s *Store) guard(ctx context.Context, deadline time.Time, share int) guarded {
+func (c *storeConn) guard(ctx context.Context, deadline time.Time, share int) guarded {
 	if share < 4 {
 		left := time.Until(deadline)
 		deadline = deadline.Add(-left / 4 * time.Duration(4-share))
 	}
 	var g guarded
 	g.ctx, g.cancel = context.WithDeadline(ctx, deadline)
-	if l := s.link.Load(); l != nil {
+	if l := c.link.Load(); l != nil {
 		g.stop = context.AfterFunc(l.ctx, g.cancel)
 	}
 	return g

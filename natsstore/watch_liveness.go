@@ -536,7 +536,7 @@ func (s *Store) stallCause() string {
 }
 
 // recreateCause names the likely cause of a failed watch creation.
-func (s *Store) recreateCause(err error) string {
+func (c *storeConn) recreateCause(err error) string {
 	switch {
 	case errors.Is(err, errLinkLost):
 		return "not connected to NATS"
@@ -544,8 +544,8 @@ func (s *Store) recreateCause(err error) string {
 		return "creating the watch's consumer was refused: " + err.Error()
 	case errors.Is(err, errCreateTimeout):
 		// The server drops a request it does not permit, and says so apart.
-		if s.nc != nil {
-			if last := s.nc.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) &&
+		if c.nc != nil {
+			if last := c.nc.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) &&
 				strings.Contains(last.Error(), "CONSUMER.CREATE") {
 				return "creating the watch's consumer was refused: " + last.Error()
 			}

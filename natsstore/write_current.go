@@ -55,10 +55,10 @@ type readMark struct {
 }
 
 // markRead marks a read about to be sent.
-func (s *Store) markRead() readMark {
+func (c *storeConn) markRead() readMark {
 	m := readMark{sent: time.Now()}
-	if s.nc != nil {
-		m.conn = s.nc.Stats().Reconnects
+	if c.nc != nil {
+		m.conn = c.nc.Stats().Reconnects
 	}
 	return m
 }
@@ -179,8 +179,8 @@ func waitUnless(ctx context.Context, d time.Duration, moved func() bool) error {
 // unconfirmed reports a read that could not be confirmed as a failure of
 // JetStream: the isolation check (bucket_isolation.go) counts it, so that a store
 // whose server is cut off from its cluster moves to another.
-func (s *Store) unconfirmed(ctx context.Context, what string, sent time.Time, why string) error {
-	if iso := &s.health.isolation; !iso.start.IsZero() {
+func (u *upkeep) unconfirmed(ctx context.Context, what string, sent time.Time, why string) error {
+	if iso := &u.health.isolation; !iso.start.IsZero() {
 		iso.fail(sent)
 	}
 	err := fmt.Errorf("natsstore: %s: %w: a read of the bucket's stream cannot be trusted: %s",

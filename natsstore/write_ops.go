@@ -139,7 +139,7 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 			continue
 		}
 		// 4. Write at the revision judged in the next attempt.
-		if err := s.acquireNext(ctx, a, attempt, v.rev); err != nil {
+		if err := a.advance(ctx, attempt, v.rev); err != nil {
 			return lease.Acquisition{}, s.failOp(ctx, deadline, a.what(), err)
 		}
 	}
@@ -279,10 +279,10 @@ func (s *Store) confirmHeld(ctx context.Context, a *acquiring, attempt int) erro
 	return s.currentUnless(ctx, a.deadline, a.what(), a.readAt, changed)
 }
 
-// acquireNext is step 4 of an attempt: the next attempt writes at rev, the
+// advance is step 4 of an attempt: the next attempt writes at rev, the
 // revision judged free. A write refused at the revision the key still has
 // is given time to land first.
-func (s *Store) acquireNext(ctx context.Context, a *acquiring, attempt int, rev uint64) error {
+func (a *acquiring) advance(ctx context.Context, attempt int, rev uint64) error {
 	switch {
 	case a.refused && rev == a.expect:
 		// Refused, yet unchanged: a write in flight (replicated streams
@@ -594,11 +594,11 @@ func (s *Store) rewriteMine(ctx context.Context, w *rewriting, rev uint64, sw se
 
 // rewritten records rec, a renewal or a release of key, written at rev, and
 // returns rev.
-func (s *Store) rewritten(key string, rec record, rev uint64) uint64 {
+func (b *keyBook) rewritten(key string, rec record, rev uint64) uint64 {
 	if rec.Kind == kindReleased {
-		s.keys.put(key, freeState(rev))
+		b.keys.put(key, freeState(rev))
 	} else {
-		s.keys.put(key, heldState(rev, rec))
+		b.keys.put(key, heldState(rev, rec))
 	}
 	return rev
 }
@@ -873,8 +873,8 @@ var errResent = errors.New("natsstore: a write sent again after a copy went unan
 
 // linkLost reports whether a request with context rctx was cut short by the
 // loss of the connection.
-func (s *Store) linkLost(rctx context.Context) bool {
-	l := s.link.Load()
+func (c *storeConn) linkLost(rctx context.Context) bool {
+	l := c.link.Load()
 	return rctx.Err() != nil && l != nil && l.ctx.Err() != nil
 }
 
@@ -957,7 +957,7 @@ func ttlMillis(ttl time.Duration) time.Duration {
 
 // validTTL adds this store's TTL bounds to err, a lease validation result:
 // at least minTTL, at most the bucket's maximum lease TTL.
-func (s *Store) validTTL(err error, ttl time.Duration) error {
+func (b *openedBucket) validTTL(err error, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
@@ -965,10 +965,10 @@ func (s *Store) validTTL(err error, ttl time.Duration) error {
 		return &lease.FieldError{Field: "TTL", Reason: fmt.Sprintf(
 			"%v is below this store's minimum of %v (NATS per-message TTLs are whole seconds)", ttl, minTTL)}
 	}
-	if s.claimMax > 0 && ttl > s.claimMax {
+	if b.claimMax > 0 && ttl > b.claimMax {
 		return &lease.FieldError{Field: "TTL", Reason: fmt.Sprintf(
 			"%v is above the longest lease TTL of %v that bucket %q allows (Config.MaxTTL, recorded in the bucket "+
-				"when it is created); contenders wait that long for a key deleted or purged by hand", ttl, s.claimMax, s.bucket)}
+				"when it is created); contenders wait that long for a key deleted or purged by hand", ttl, b.claimMax, b.bucket)}
 	}
 	return nil
 }
