@@ -343,34 +343,56 @@ func (c Config) logger() *slog.Logger {
 
 // validate reports the first problem with c as a *lease.FieldError.
 func (c Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &lease.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
-	}
-	switch {
-	case !bucketName.MatchString(c.bucket()):
-		return bad("Bucket", "%q: only letters, digits, - and _ are allowed", c.Bucket)
-	case c.Replicas < 0 || c.Replicas > 5:
-		return bad("Replicas", "must be between 1 and 5, got %d", c.Replicas)
-	case c.MarkerTTL < 0:
-		return bad("MarkerTTL", "must not be negative, got %v", c.MarkerTTL)
-	case c.MaxTTL < 0 || c.MaxTTL > 0 && c.MaxTTL < minTTL:
-		return bad("MaxTTL", "must be 0 (the bucket's) or at least %v, got %v", minTTL, c.MaxTTL)
-	case c.Expiry > ExpiryObserved:
-		return bad("Expiry", "unknown mode %d", c.Expiry)
-	case c.Timeout < 0:
-		return bad("Timeout", "must not be negative, got %v", c.Timeout)
-	case c.CloseTimeout < 0:
-		return bad("CloseTimeout", "must not be negative, got %v", c.CloseTimeout)
-	case c.WatchCheckInterval > 0 && c.WatchCheckInterval < minWatchCheckInterval:
-		return bad("WatchCheckInterval", "must be at least %v, got %v", minWatchCheckInterval, c.WatchCheckInterval)
-	case c.IsolationTimeout > 0 && c.IsolationTimeout < minIsolationTimeout:
-		return bad("IsolationTimeout", "must be at least %v, got %v", minIsolationTimeout, c.IsolationTimeout)
-	case c.Domain != "" && c.APIPrefix != "":
-		return bad("Domain", "set Domain or APIPrefix, not both")
-	case c.MaxBytes < 0:
-		return bad("MaxBytes", "must not be negative (0 means no limit), got %d", c.MaxBytes)
+	return firstBroken(
+		fieldRule{!bucketName.MatchString(c.bucket()), "Bucket",
+			"%q: only letters, digits, - and _ are allowed", []any{c.Bucket}},
+		fieldRule{c.Replicas < 0 || c.Replicas > 5, "Replicas",
+			"must be between 1 and 5, got %d", []any{c.Replicas}},
+		fieldRule{c.MarkerTTL < 0, "MarkerTTL",
+			"must not be negative, got %v", []any{c.MarkerTTL}},
+		fieldRule{c.MaxTTL < 0 || c.MaxTTL > 0 && c.MaxTTL < minTTL, "MaxTTL",
+			"must be 0 (the bucket's) or at least %v, got %v", []any{minTTL, c.MaxTTL}},
+		fieldRule{c.Expiry > ExpiryObserved, "Expiry",
+			"unknown mode %d", []any{c.Expiry}},
+		fieldRule{c.Timeout < 0, "Timeout",
+			"must not be negative, got %v", []any{c.Timeout}},
+		fieldRule{c.CloseTimeout < 0, "CloseTimeout",
+			"must not be negative, got %v", []any{c.CloseTimeout}},
+		fieldRule{c.WatchCheckInterval > 0 && c.WatchCheckInterval < minWatchCheckInterval, "WatchCheckInterval",
+			"must be at least %v, got %v", []any{minWatchCheckInterval, c.WatchCheckInterval}},
+		fieldRule{c.IsolationTimeout > 0 && c.IsolationTimeout < minIsolationTimeout, "IsolationTimeout",
+			"must be at least %v, got %v", []any{minIsolationTimeout, c.IsolationTimeout}},
+		fieldRule{c.Domain != "" && c.APIPrefix != "", "Domain",
+			"set Domain or APIPrefix, not both", nil},
+		fieldRule{c.MaxBytes < 0, "MaxBytes",
+			"must not be negative (0 means no limit), got %d", []any{c.MaxBytes}},
+	)
+}
+
+// fieldRule is one line of a validation table: field is wrong when broken,
+// for the reason format says with args.
+type fieldRule struct {
+	broken bool
+	field  string
+	format string
+	args   []any
+}
+
+// firstBroken returns the first of rules that is broken as a
+// *lease.FieldError, nil when none is.
+func firstBroken(rules ...fieldRule) error {
+	for _, r := range rules {
+		if r.broken {
+			return fieldErrorf(r.field, r.format, r.args...)
+		}
 	}
 	return nil
+}
+
+// fieldErrorf returns a *lease.FieldError for field, its reason formatted
+// as fmt.Sprintf does.
+func fieldErrorf(field, format string, args ...any) error {
+	return &lease.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // roundUpSecond rounds d up to whole seconds: NATS per-message TTLs are whole

@@ -131,30 +131,56 @@ func (d DialOptions) reconnectWait() time.Duration {
 // once, and again at every connection attempt (by nats.go's callbacks), so
 // that a replaced one is used from the next reconnect on.
 func (d DialOptions) natsOptions(state *connState) ([]nats.Option, error) {
-	bad := func(field, format string, args ...any) error {
-		return &lease.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	if err := d.check(); err != nil {
+		return nil, err
 	}
-	if d.ReconnectWait < 0 {
-		return nil, bad("ReconnectWait", "must not be negative, got %v", d.ReconnectWait)
+	opts := d.connOptions(state)
+	auth, err := d.authOption()
+	if err != nil {
+		return nil, err
 	}
-	if d.ConnectTimeout < 0 {
-		return nil, bad("ConnectTimeout", "must not be negative, got %v", d.ConnectTimeout)
+	if auth != nil {
+		opts = append(opts, auth)
 	}
+	o, err := d.tlsOption(state)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, o), nil
+}
+
+// check reports the first field of d that cannot work, as a
+// *lease.FieldError; the files d names are checked when they are read.
+func (d DialOptions) check() error {
+	p := d.InboxPrefix
+	return firstBroken(
+		fieldRule{d.ReconnectWait < 0, "ReconnectWait",
+			"must not be negative, got %v", []any{d.ReconnectWait}},
+		fieldRule{d.ConnectTimeout < 0, "ConnectTimeout",
+			"must not be negative, got %v", []any{d.ConnectTimeout}},
+		fieldRule{d.authMethods() > 1, "CredentialsFile",
+			"set one of CredentialsFile, NKeySeedFile, User/Password and Token", nil},
+		fieldRule{(d.CertFile == "") != (d.KeyFile == ""), "CertFile",
+			"CertFile and KeyFile go together", nil},
+		fieldRule{p != "" && (strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".")),
+			"InboxPrefix", "%q is not a subject prefix (no wildcards, spaces or leading or trailing dots)", []any{p}},
+	)
+}
+
+// authMethods returns how many ways to authenticate d sets.
+func (d DialOptions) authMethods() int {
 	methods := 0
 	for _, set := range []bool{d.CredentialsFile != "", d.NKeySeedFile != "", d.User != "" || d.Password != "", d.Token != ""} {
 		if set {
 			methods++
 		}
 	}
-	if methods > 1 {
-		return nil, bad("CredentialsFile", "set one of CredentialsFile, NKeySeedFile, User/Password and Token")
-	}
-	if (d.CertFile == "") != (d.KeyFile == "") {
-		return nil, bad("CertFile", "CertFile and KeyFile go together")
-	}
-	if p := d.InboxPrefix; p != "" && (strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".")) {
-		return nil, bad("InboxPrefix", "%q is not a subject prefix (no wildcards, spaces or leading or trailing dots)", p)
-	}
+	return methods
+}
+
+// connOptions returns the options of the connection itself: it fails fast
+// while disconnected, reconnects forever and is quiet.
+func (d DialOptions) connOptions(state *connState) []nats.Option {
 	timeout := d.ConnectTimeout
 	if timeout == 0 {
 		timeout = DefaultConnectTimeout
@@ -188,28 +214,30 @@ func (d DialOptions) natsOptions(state *connState) ([]nats.Option, error) {
 	if d.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(d.InboxPrefix))
 	}
+	return opts
+}
+
+// authOption returns the option of the way to authenticate that d sets
+// (check allows one), nil when it sets none.
+func (d DialOptions) authOption() (nats.Option, error) {
 	switch {
 	case d.CredentialsFile != "":
 		if err := natscreds.Check(d.CredentialsFile); err != nil {
-			return nil, bad("CredentialsFile", "%v", err)
+			return nil, fieldErrorf("CredentialsFile", "%v", err)
 		}
-		opts = append(opts, nats.UserCredentials(d.CredentialsFile)) // read at every connect
+		return nats.UserCredentials(d.CredentialsFile), nil // read at every connect
 	case d.NKeySeedFile != "":
 		o, err := nats.NkeyOptionFromSeed(d.NKeySeedFile)
 		if err != nil {
-			return nil, bad("NKeySeedFile", "%v", err)
+			return nil, fieldErrorf("NKeySeedFile", "%v", err)
 		}
-		opts = append(opts, o)
+		return o, nil
 	case d.User != "" || d.Password != "":
-		opts = append(opts, nats.UserInfo(d.User, d.Password))
+		return nats.UserInfo(d.User, d.Password), nil
 	case d.Token != "":
-		opts = append(opts, nats.Token(d.Token))
+		return nats.Token(d.Token), nil
 	}
-	o, err := d.tlsOption(state)
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, o), nil
+	return nil, nil
 }
 
 // tlsOption returns the option that configures TLS. The configuration is

@@ -175,4 +175,17 @@
 // state (held, released, expired, deleted, purged, or not a lease), its
 // holder, token, metadata, acquisition time and expiry: what
 // `aster leases` prints. Neither writes anything.
+//
+// # Files
+//
+// Store (store.go) is a shell of parts; file names show them. write_*: the
+// write path (Acquire, Renew, Release in write_ops.go, their compare-and-swap
+// loops in acquire and rewrite), coalesced Acquires and the reads the writes
+// rest on (flight, current, stale, direct). keys_*: the keyBook and the
+// reading of keys and sessions that feeds the take decision of
+// natsstore/internal/expiry (observe, judge, session, inspect). watch_*:
+// Watch and WatchPrefix and the watches under them (key, prefix, hub,
+// consumer, liveness, hint). bucket_*: the openedBucket and its upkeep (open,
+// error, check, isolation). Unprefixed: the shell and its connection (store,
+// dial, backend), the value format (record), config, errors, events.
 package natsstore

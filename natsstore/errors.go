@@ -365,10 +365,10 @@ func (c *connState) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) 
 		}
 	case hintRefusal(err):
 		// A watch that is down follows its keys' writes if the user may
-		// (hint.go); nothing else uses the subscription.
+		// (watch_hint.go); nothing else uses the subscription.
 		c.log.Debug("natsstore: subscription to a key's subject refused", "err", err)
 	case directRefusal(err):
-		// Only while reads wait for a meta leader (direct.go).
+		// Only while reads wait for a meta leader (write_direct.go).
 		c.log.Debug("natsstore: direct get refused", "err", err)
 	default:
 		subject := ""

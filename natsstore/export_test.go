@@ -9,7 +9,7 @@ import (
 )
 
 // DirectFree asks any replica for key as a standby does while reads wait
-// for a meta leader (direct.go), for the deployment tests: it returns the
+// for a meta leader (write_direct.go), for the deployment tests: it returns the
 // revision at which the answer shows key free, or 0.
 func DirectFree(ctx context.Context, s *Store, key string) (uint64, error) {
 	deadline, _ := ctx.Deadline()

@@ -206,77 +206,15 @@ func parseRecord(b []byte) (record, error) {
 	if len(b) > maxRecordLen {
 		return r, fmt.Errorf("%d bytes long, at most %d expected", len(b), maxRecordLen)
 	}
-	fields := bytes.Split(b, []byte{' '})
-	want := 9
-	switch {
-	case bytes.Equal(fields[0], []byte(recordVersion)):
-	case bytes.Equal(fields[0], []byte(recordVersionV1)):
-		r.V1, want = true, 7
-	case bytes.Equal(fields[0], []byte(recordVersionV3)):
-		want = 11
-	case bytes.HasPrefix(b, []byte(recordPrefix)):
-		return r, fmt.Errorf("%w (%q)", errNewerVersion, fields[0])
-	default:
-		return r, errors.New("not an aster lease record")
+	fields, err := splitRecord(&r, b)
+	if err != nil {
+		return r, err
 	}
-	if len(fields) != want {
-		return r, fmt.Errorf("%d fields, %d expected", len(fields), want)
+	if err := parseFields(&r, fields); err != nil {
+		return r, err
 	}
-	if want == 11 {
-		if err := parseSession(&r, fields[9], fields[10]); err != nil {
-			return r, err
-		}
-		fields = fields[:9]
-	}
-	if !r.V1 {
-		r.Term = string(fields[3])
-		if err := lease.ValidateTerm(r.Term); err != nil {
-			return r, fmt.Errorf("bad term: %w", err)
-		}
-		fields = append(fields[:3], fields[4:]...) // the rest is laid out as in /1
-	}
-	switch string(fields[1]) {
-	case "held":
-		r.Kind = kindHeld
-	case "released":
-		r.Kind = kindReleased
-	default:
-		return r, fmt.Errorf("unknown kind %q", fields[1])
-	}
-	r.Owner = string(fields[2])
-	if err := lease.ValidateOwnerID(r.Owner); err != nil {
-		return r, fmt.Errorf("bad owner: %w", err)
-	}
-	var err error
-	if r.Token, err = strconv.ParseUint(string(fields[3]), 10, 64); err != nil {
-		return r, fmt.Errorf("bad token %q", fields[3])
-	}
-	ttl, err := strconv.ParseInt(string(fields[4]), 10, 64)
-	if err != nil || ttl < 0 || ttl > math.MaxInt64/int64(time.Millisecond) {
-		return r, fmt.Errorf("bad TTL %q", fields[4])
-	}
-	r.TTL = time.Duration(ttl) * time.Millisecond
-	if r.Acquired, err = strconv.ParseInt(string(fields[5]), 10, 64); err != nil || r.Acquired < 0 {
-		return r, fmt.Errorf("bad acquisition time %q", fields[5])
-	}
-	if len(fields[6]) != 16 {
-		return r, fmt.Errorf("bad nonce %q", fields[6])
-	}
-	if r.Nonce, err = strconv.ParseUint(string(fields[6]), 16, 64); err != nil {
-		return r, fmt.Errorf("bad nonce %q", fields[6])
-	}
-	if !r.V1 {
-		if r.Meta, err = parseMeta(fields[7]); err != nil {
-			return r, err
-		}
-	}
-	switch {
-	case r.Kind == kindHeld && r.TTL <= 0:
-		return r, errors.New("held without a TTL")
-	case r.Kind == kindReleased && r.TTL != 0:
-		return r, errors.New("released with a TTL")
-	case r.Kind != kindHeld && r.Session != "":
-		return r, errors.New("a session in a " + r.Kind.String() + " record")
+	if err := r.consistent(); err != nil {
+		return r, err
 	}
 	// One encoding per value: leading zeros, a '+' sign or upper-case hex
 	// would decode, but a value this package wrote never has them.
@@ -284,6 +222,126 @@ func parseRecord(b []byte) (record, error) {
 		return r, errors.New("not in canonical form")
 	}
 	return r, nil
+}
+
+// recordVersions are the versions parseRecord reads, with their number of
+// fields.
+var recordVersions = [...]struct {
+	version string
+	fields  int
+	v1      bool // no term, no metadata
+}{
+	{recordVersion, 9, false},
+	{recordVersionV1, 7, true},
+	{recordVersionV3, 11, false}, // a session's ID and term after the metadata
+}
+
+// splitRecord splits b into its fields, and decodes into r what its
+// version says and the fields that versions after the first added: term,
+// and a session's ID and term. The fields it returns are laid out as in /1,
+// with the metadata after them unless r.V1.
+func splitRecord(r *record, b []byte) ([][]byte, error) {
+	fields := bytes.Split(b, []byte{' '})
+	want, err := parseVersion(r, b, fields[0])
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) != want {
+		return nil, fmt.Errorf("%d fields, %d expected", len(fields), want)
+	}
+	if want == 11 {
+		if err := parseSession(r, fields[9], fields[10]); err != nil {
+			return nil, err
+		}
+		fields = fields[:9]
+	}
+	if !r.V1 {
+		r.Term = string(fields[3])
+		if err := lease.ValidateTerm(r.Term); err != nil {
+			return nil, fmt.Errorf("bad term: %w", err)
+		}
+		fields = append(fields[:3], fields[4:]...) // the rest is laid out as in /1
+	}
+	return fields, nil
+}
+
+// parseVersion reads the version of b, a record whose first field is
+// first, into r, and returns its number of fields.
+func parseVersion(r *record, b, first []byte) (int, error) {
+	for _, v := range recordVersions {
+		if string(first) == v.version {
+			r.V1 = v.v1
+			return v.fields, nil
+		}
+	}
+	if bytes.HasPrefix(b, []byte(recordPrefix)) {
+		return 0, fmt.Errorf("%w (%q)", errNewerVersion, first)
+	}
+	return 0, errors.New("not an aster lease record")
+}
+
+// recordKinds are the kinds a record names.
+var recordKinds = map[string]recordKind{kindHeld.String(): kindHeld, kindReleased.String(): kindReleased}
+
+// parseFields decodes into r the fields of a record laid out as in /1
+// (version, kind, owner, token, TTL, acquisition time, nonce) and the
+// metadata after them unless r.V1.
+func parseFields(r *record, fields [][]byte) error {
+	kind, ok := recordKinds[string(fields[1])]
+	if !ok {
+		return fmt.Errorf("unknown kind %q", fields[1])
+	}
+	r.Kind = kind
+	r.Owner = string(fields[2])
+	if err := lease.ValidateOwnerID(r.Owner); err != nil {
+		return fmt.Errorf("bad owner: %w", err)
+	}
+	if err := parseNumbers(r, fields[3], fields[4], fields[5], fields[6]); err != nil {
+		return err
+	}
+	if r.V1 {
+		return nil
+	}
+	var err error
+	r.Meta, err = parseMeta(fields[7])
+	return err
+}
+
+// parseNumbers decodes a record's token, TTL, acquisition time and nonce
+// into r.
+func parseNumbers(r *record, token, ttl, acquired, nonce []byte) error {
+	var err error
+	if r.Token, err = strconv.ParseUint(string(token), 10, 64); err != nil {
+		return fmt.Errorf("bad token %q", token)
+	}
+	ms, err := strconv.ParseInt(string(ttl), 10, 64)
+	if err != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return fmt.Errorf("bad TTL %q", ttl)
+	}
+	r.TTL = time.Duration(ms) * time.Millisecond
+	if r.Acquired, err = strconv.ParseInt(string(acquired), 10, 64); err != nil || r.Acquired < 0 {
+		return fmt.Errorf("bad acquisition time %q", acquired)
+	}
+	if len(nonce) != 16 {
+		return fmt.Errorf("bad nonce %q", nonce)
+	}
+	if r.Nonce, err = strconv.ParseUint(string(nonce), 16, 64); err != nil {
+		return fmt.Errorf("bad nonce %q", nonce)
+	}
+	return nil
+}
+
+// consistent reports a record whose fields contradict its kind.
+func (r record) consistent() error {
+	switch {
+	case r.Kind == kindHeld && r.TTL <= 0:
+		return errors.New("held without a TTL")
+	case r.Kind == kindReleased && r.TTL != 0:
+		return errors.New("released with a TTL")
+	case r.Kind != kindHeld && r.Session != "":
+		return errors.New("a session in a " + r.Kind.String() + " record")
+	}
+	return nil
 }
 
 // parseSession decodes the session fields of a version 3 record into r.

@@ -27,7 +27,7 @@ type Store struct {
 	keyBook
 	upkeep
 	storeLife
-	hub watchHub // Watch calls of one key share one watch run (watchhub.go)
+	hub watchHub // Watch calls of one key share one watch run (watch_hub.go)
 }
 
 // storeConn is the store's connection to the server.
@@ -40,7 +40,7 @@ type storeConn struct {
 	// is back: requests in flight when the connection drops fail at once
 	// instead of waiting for their deadline (see guard).
 	link atomic.Pointer[link]
-	// hintsRefused: the server refused a subscription to the keys (hint.go).
+	// hintsRefused: the server refused a subscription to the keys (watch_hint.go).
 	hintsRefused atomic.Bool
 }
 
@@ -56,10 +56,10 @@ type openedBucket struct {
 	maxTTL      time.Duration // the bucket's maximum lease TTL: how long a vanished key stays taken
 	maxRecorded bool          // the bucket records maxTTL (stream metadata)
 	claimMax    time.Duration // the longest TTL a claim may have
-	replicas    int           // the bucket's replicas: reads of more than one are confirmed (current.go)
+	replicas    int           // the bucket's replicas: reads of more than one are confirmed (write_current.go)
 	infoSubject string        // "$JS.API.STREAM.INFO.KV_<bucket>", with the domain or API prefix
 	// directPrefix is "$JS.API.DIRECT.GET.KV_<bucket>.", with the domain
-	// or API prefix: a key's subject after it asks any replica (direct.go).
+	// or API prefix: a key's subject after it asks any replica (write_direct.go).
 	directPrefix string
 }
 
@@ -67,9 +67,9 @@ type openedBucket struct {
 // (natsstore/internal/expiry) rests on.
 type keyBook struct {
 	keys    *keyCache
-	flights flights       // Acquires in progress, by key (flight.go)
+	flights flights       // Acquires in progress, by key (write_flight.go)
 	top     atomic.Uint64 // the highest stream revision seen
-	behind  staleReads    // reads that showed a revision below one seen (stale.go)
+	behind  staleReads    // reads that showed a revision below one seen (write_stale.go)
 }
 
 // upkeep is the store's checks of its bucket and of its server.
@@ -77,7 +77,7 @@ type upkeep struct {
 	broken atomic.Pointer[BucketError] // why the store stopped, nil while it works
 	checks checker
 	pokes  chan struct{} // asks the monitor for a check
-	health health        // watch creation times, failing requests (liveness.go, isolation.go)
+	health health        // watch creation times, failing requests (watch_liveness.go, bucket_isolation.go)
 }
 
 // storeLife is the store's lifetime: its watches and its Close.
@@ -435,13 +435,13 @@ func (s *Store) followConn() {
 }
 
 // setLink ends the current link and starts a new one when up.
-func (s *Store) setLink(up bool) {
+func (c *storeConn) setLink(up bool) {
 	l := &link{}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	if !up {
 		l.cancel()
 	}
-	if old := s.link.Swap(l); old != nil {
+	if old := c.link.Swap(l); old != nil {
 		old.cancel()
 	}
 }
@@ -451,14 +451,14 @@ func (s *Store) setLink(up bool) {
 // resolve an indeterminate outcome, and it ends as soon as the connection is
 // lost. It costs one timer. Call the returned guarded's end when the request
 // is over.
-func (s *Store) guard(ctx context.Context, deadline time.Time, share int) guarded {
+func (c *storeConn) guard(ctx context.Context, deadline time.Time, share int) guarded {
 	if share < 4 {
 		left := time.Until(deadline)
 		deadline = deadline.Add(-left / 4 * time.Duration(4-share))
 	}
 	var g guarded
 	g.ctx, g.cancel = context.WithDeadline(ctx, deadline)
-	if l := s.link.Load(); l != nil {
+	if l := c.link.Load(); l != nil {
 		g.stop = context.AfterFunc(l.ctx, g.cancel)
 	}
 	return g

@@ -16,6 +16,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,54 +78,23 @@ type Server struct {
 // bounds the wait. A port in use fails at once (with an error matching
 // syscall.EADDRINUSE).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.Port < 0 || cfg.Port > 65535 {
-		return nil, fmt.Errorf("embedded: invalid port %d", cfg.Port)
-	}
-	if cfg.ReadyTimeout < 0 {
-		return nil, fmt.Errorf("embedded: negative ReadyTimeout %v", cfg.ReadyTimeout)
-	}
-	if cfg.SyncInterval < 0 && cfg.SyncInterval != SyncAlways {
-		return nil, fmt.Errorf("embedded: SyncInterval %v: must be positive, 0 (the default) or SyncAlways", cfg.SyncInterval)
+	// 1. Check the configuration.
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &Server{dir: cfg.StoreDir}
-	if s.dir == "" {
-		dir, err := os.MkdirTemp("", "aster-nats-")
-		if err != nil {
-			return nil, fmt.Errorf("embedded: store directory: %w", err)
-		}
-		s.dir, s.tempDir = dir, true
-	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("embedded: store directory: %w", err)
+	// 2. Make the store directory.
+	s, err := withStoreDir(cfg.StoreDir)
+	if err != nil {
+		return nil, err
 	}
-	opts := &server.Options{
-		ServerName: cfg.ServerName,
-		Host:       cfg.Host,
-		Port:       cfg.Port,
-		JetStream:  true,
-		StoreDir:   s.dir,
-		NoSigs:     true,
-		NoLog:      cfg.Logger == nil,
-	}
-	if opts.ServerName == "" {
-		opts.ServerName = "aster-embedded"
-	}
-	if opts.Host == "" {
-		opts.Host = "127.0.0.1"
-	}
-	if opts.Port == 0 {
-		opts.Port = server.RANDOM_PORT
-	} else if err := portFree(opts.Host, opts.Port); err != nil {
-		// nats-server would only log it, and never become ready.
+	// 3. Configure the server and start it.
+	opts, err := serverOptions(cfg, s.dir)
+	if err != nil {
 		s.removeTemp()
-		return nil, fmt.Errorf("embedded: cannot listen on %s: %w", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), err)
-	}
-	if cfg.SyncInterval == SyncAlways {
-		opts.SyncAlways = true
-	} else {
-		opts.SyncInterval = cfg.SyncInterval
+		return nil, err
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -136,7 +106,71 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.ns = ns
 	ns.Start()
+	// 4. Wait until it accepts connections.
+	if err := s.ready(ctx, cfg, opts.Host); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
+// check reports the first field of cfg that cannot work.
+func (cfg Config) check() error {
+	switch {
+	case cfg.Port < 0 || cfg.Port > 65535:
+		return fmt.Errorf("embedded: invalid port %d", cfg.Port)
+	case cfg.ReadyTimeout < 0:
+		return fmt.Errorf("embedded: negative ReadyTimeout %v", cfg.ReadyTimeout)
+	case cfg.SyncInterval < 0 && cfg.SyncInterval != SyncAlways:
+		return fmt.Errorf("embedded: SyncInterval %v: must be positive, 0 (the default) or SyncAlways", cfg.SyncInterval)
+	}
+	return nil
+}
+
+// withStoreDir returns a Server whose store directory exists: dir, created
+// if missing, or a new temporary directory when dir is "".
+func withStoreDir(dir string) (*Server, error) {
+	s := &Server{dir: dir}
+	if s.dir == "" {
+		dir, err := os.MkdirTemp("", "aster-nats-")
+		if err != nil {
+			return nil, fmt.Errorf("embedded: store directory: %w", err)
+		}
+		s.dir, s.tempDir = dir, true
+	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded: store directory: %w", err)
+	}
+	return s, nil
+}
+
+// serverOptions returns the options of a server for cfg with its store in
+// dir. A port cfg names must be free.
+func serverOptions(cfg Config, dir string) (*server.Options, error) {
+	opts := &server.Options{
+		ServerName: cmp.Or(cfg.ServerName, "aster-embedded"),
+		Host:       cmp.Or(cfg.Host, "127.0.0.1"),
+		Port:       cmp.Or(cfg.Port, server.RANDOM_PORT),
+		JetStream:  true,
+		StoreDir:   dir,
+		NoSigs:     true,
+		NoLog:      cfg.Logger == nil,
+		SyncAlways: cfg.SyncInterval == SyncAlways,
+	}
+	if !opts.SyncAlways {
+		opts.SyncInterval = cfg.SyncInterval
+	}
+	if cfg.Port != 0 {
+		if err := portFree(opts.Host, opts.Port); err != nil {
+			// nats-server would only log it, and never become ready.
+			return nil, fmt.Errorf("embedded: cannot listen on %s: %w", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), err)
+		}
+	}
+	return opts, nil
+}
+
+// ready waits until the started server, listening on host, accepts
+// connections, within cfg.ReadyTimeout and ctx's deadline, and takes its
+// URL. A server that is not ready is closed.
+func (s *Server) ready(ctx context.Context, cfg Config, host string) error {
 	wait := cfg.ReadyTimeout
 	if wait == 0 {
 		wait = DefaultReadyTimeout
@@ -144,20 +178,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(deadline))
 	}
-	if !ns.ReadyForConnections(wait) {
+	if !s.ns.ReadyForConnections(wait) {
 		_ = s.Close()
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("embedded: nats-server not ready: %w", err)
+			return fmt.Errorf("embedded: nats-server not ready: %w", err)
 		}
-		return nil, fmt.Errorf("embedded: nats-server not ready within %v (is %s:%d free?)", wait, opts.Host, cfg.Port)
+		return fmt.Errorf("embedded: nats-server not ready within %v (is %s:%d free?)", wait, host, cfg.Port)
 	}
-	addr, ok := ns.Addr().(*net.TCPAddr)
+	addr, ok := s.ns.Addr().(*net.TCPAddr)
 	if !ok {
 		_ = s.Close()
-		return nil, errors.New("embedded: nats-server has no client address")
+		return errors.New("embedded: nats-server has no client address")
 	}
-	s.url = "nats://" + net.JoinHostPort(opts.Host, strconv.Itoa(addr.Port))
-	return s, nil
+	s.url = "nats://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	return nil
 }
 
 // portFree reports an error when host:port cannot be listened on (it is in

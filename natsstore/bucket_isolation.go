@@ -494,8 +494,8 @@ func (s *Store) leaveServer(silent time.Duration, err error) {
 // within silence. No answer, no leader, or an answer from a leader cut off
 // from its replicas (it goes on answering until it steps down: a
 // *cutOffLeader) is an error.
-func (s *Store) probeStream(ctx context.Context, subject string, silence time.Duration) error {
-	resp, err := s.nc.RequestWithContext(ctx, subject, nil)
+func (c *storeConn) probeStream(ctx context.Context, subject string, silence time.Duration) error {
+	resp, err := c.nc.RequestWithContext(ctx, subject, nil)
 	if err != nil {
 		return err
 	}

@@ -128,46 +128,99 @@ type bucketState struct {
 func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (bucketState, error) {
 	var st bucketState
 	name := cfg.bucket()
-	f, err := readFacts(ctx, js, name)
+	// 1. Bind to the bucket, creating it when it is missing.
+	f, created, err := bindBucket(ctx, js, cfg)
+	st.created = created
+	if err != nil {
+		return st, err
+	}
+	st.facts = f
+	// 2. Check that it can keep leases.
+	if err := checkBucket(name, f); err != nil {
+		return st, err
+	}
+	st.replicas = f.cfg.Replicas
+	if cfg.Replicas != 0 && cfg.Replicas != st.replicas {
+		log.Warn("natsstore: existing bucket has another replica count than configured; it is used as it is",
+			"bucket", name, "replicas", st.replicas, "configured", cfg.Replicas)
+	}
+	// 3. Decide the longest lease TTL, and how expiry is judged.
+	if err := st.limitTTL(name, cfg); err != nil {
+		return st, err
+	}
+	if err := st.chooseExpiry(cfg); err != nil {
+		return st, err
+	}
+	// 4. Check that fencing tokens never go back, should the bucket be
+	// made again.
+	if !f.clockRevisions() {
+		return st, fmt.Errorf("%w: %w: bucket %q: its revisions did not start at a value drawn from the clock (it was "+
+			"made by hand, or by a version before natsstore did so): made again after a delete, it would restart them at 1, "+
+			"where a renewal of a lease of the old bucket can land on another owner's value and fencing tokens go "+
+			"back; delete it and let natsstore create it (Dial without Config.NoCreate, or CreateBucket), or, while "+
+			"it holds no lease (a purge deletes every key), move its revisions on: nats stream purge KV_%s --seq %d -f",
+			ErrBucketConfig, lease.ErrStoreConfig, name, name, epoch(time.Now()))
+	}
+	// 5. Take the release markers' TTL, and the bucket's handle.
+	st.markerTTL = int64(cfg.markerTTL().Seconds())
+	if f.cfg.SubjectDeleteMarkerTTL > 0 {
+		st.markerTTL = int64(roundUpSecond(f.cfg.SubjectDeleteMarkerTTL).Seconds())
+	}
+	if st.kv, err = js.KeyValue(ctx, name); err != nil {
+		return st, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
+	}
+	return st, nil
+}
+
+// bindBucket reads the facts of cfg's bucket, creating it first when it is
+// missing (unless cfg.NoCreate); created tells whether this store created
+// it.
+func bindBucket(ctx context.Context, js jetstream.JetStream, cfg Config) (f bucketFacts, created bool, err error) {
+	name := cfg.bucket()
+	f, err = readFacts(ctx, js, name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.NoCreate:
-		return st, fmt.Errorf("%w: %w: %q (Config.NoCreate is set; is the account, the JetStream domain or the "+
+		return f, false, fmt.Errorf("%w: %w: %q (Config.NoCreate is set; is the account, the JetStream domain or the "+
 			"bucket name wrong?)", ErrNoBucket, lease.ErrStoreConfig, name)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		err = createBucket(ctx, js, cfg, f)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return st, fmt.Errorf("natsstore: create bucket %q: %w", name, err)
+			return f, false, fmt.Errorf("natsstore: create bucket %q: %w", name, err)
 		}
-		st.created = err == nil
+		created = err == nil
 		// Created, by us or by a contender at the same moment: bind to it
 		// and check it like any existing bucket.
 		if f, err = readFacts(ctx, js, name); err != nil {
-			return st, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
+			return f, created, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
 		}
 	case err != nil:
-		return st, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
+		return f, false, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
 	}
-	st.facts = f
-	sc := f.cfg
+	return f, created, nil
+}
+
+// checkBucket reports a bucket whose stream the server cannot read, or
+// whose configuration cannot keep leases.
+func checkBucket(name string, f bucketFacts) error {
 	if why := f.unreadable(); why != "" {
-		return st, fmt.Errorf("%w: %w: bucket %q: %s; run the server version that wrote it", ErrBucketConfig,
+		return fmt.Errorf("%w: %w: bucket %q: %s; run the server version that wrote it", ErrBucketConfig,
 			lease.ErrStoreConfig, name, why)
 	}
-	if problems := bucketProblems(sc); len(problems) > 0 {
-		return st, fmt.Errorf("%w: %w: bucket %q: %s; recreate it (natsstore creates a correct one when it is "+
+	if problems := bucketProblems(f.cfg); len(problems) > 0 {
+		return fmt.Errorf("%w: %w: bucket %q: %s; recreate it (natsstore creates a correct one when it is "+
 			"missing, see CreateBucket) or use another bucket", ErrBucketConfig, lease.ErrStoreConfig, name,
 			joinProblems(problems))
 	}
-	st.replicas = sc.Replicas
-	if cfg.Replicas != 0 && cfg.Replicas != sc.Replicas {
-		log.Warn("natsstore: existing bucket has another replica count than configured; it is used as it is",
-			"bucket", name, "replicas", sc.Replicas, "configured", cfg.Replicas)
-	}
+	return nil
+}
 
-	maxTTL, recorded, err := recordedMaxTTL(name, sc)
+// limitTTL decides the bucket's maximum lease TTL, the one it records or
+// else cfg's, and the longest TTL this store accepts.
+func (st *bucketState) limitTTL(name string, cfg Config) error {
+	maxTTL, recorded, err := recordedMaxTTL(name, st.facts.cfg)
 	switch {
 	case err != nil:
-		return st, err
+		return err
 	case !recorded:
 		st.maxTTL = cfg.maxTTL()
 		st.degraded = append(st.degraded, fmt.Sprintf("the bucket records no maximum lease TTL (stream metadata %s); "+
@@ -175,7 +228,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 			"that long for a key deleted or purged by hand, and refuses longer TTLs); a bucket natsstore creates on "+
 			"nats-server 2.10 or later records it", metaMaxTTL, st.maxTTL))
 	case cfg.MaxTTL > 0 && roundUpSecond(cfg.MaxTTL) > maxTTL:
-		return st, fmt.Errorf("%w: %w: bucket %q allows lease TTLs up to %v (metadata %s), less than Config.MaxTTL %v: "+
+		return fmt.Errorf("%w: %w: bucket %q allows lease TTLs up to %v (metadata %s), less than Config.MaxTTL %v: "+
 			"lower Config.MaxTTL, or create a new bucket with the larger maximum", ErrBucketConfig, lease.ErrStoreConfig,
 			name, maxTTL, metaMaxTTL, cfg.MaxTTL)
 	default:
@@ -185,34 +238,25 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config, log *sl
 	if cfg.MaxTTL > 0 {
 		st.claimMax = min(st.claimMax, roundUpSecond(cfg.MaxTTL))
 	}
+	return nil
+}
 
-	switch why := ttlMissing(f); {
+// chooseExpiry decides how the store judges expiry: by the server's
+// per-message TTLs when it and the bucket have them, unless cfg says
+// otherwise.
+func (st *bucketState) chooseExpiry(cfg Config) error {
+	switch why := ttlMissing(st.facts); {
 	case cfg.Expiry == ExpiryObserved:
 		st.mode = ExpiryObserved
 	case why == "":
 		st.mode = ExpiryServer
 	case cfg.Expiry == ExpiryServer:
-		return st, fmt.Errorf("%w: %w: %s, and Config.Expiry is ExpiryServer; recreate the bucket with "+
+		return fmt.Errorf("%w: %w: %s, and Config.Expiry is ExpiryServer; recreate the bucket with "+
 			"LimitMarkerTTL on nats-server 2.11 or later, or use ExpiryAuto", ErrBucketConfig, lease.ErrStoreConfig, why)
 	default:
 		st.mode, st.fallback = ExpiryObserved, why
 	}
-	if !f.clockRevisions() {
-		return st, fmt.Errorf("%w: %w: bucket %q: its revisions did not start at a value drawn from the clock (it was "+
-			"made by hand, or by a version before natsstore did so): made again after a delete, it would restart them at 1, "+
-			"where a renewal of a lease of the old bucket can land on another owner's value and fencing tokens go "+
-			"back; delete it and let natsstore create it (Dial without Config.NoCreate, or CreateBucket), or, while "+
-			"it holds no lease (a purge deletes every key), move its revisions on: nats stream purge KV_%s --seq %d -f",
-			ErrBucketConfig, lease.ErrStoreConfig, name, name, epoch(time.Now()))
-	}
-	st.markerTTL = int64(cfg.markerTTL().Seconds())
-	if sc.SubjectDeleteMarkerTTL > 0 {
-		st.markerTTL = int64(roundUpSecond(sc.SubjectDeleteMarkerTTL).Seconds())
-	}
-	if st.kv, err = js.KeyValue(ctx, name); err != nil {
-		return st, fmt.Errorf("natsstore: bind bucket %q: %w", name, err)
-	}
-	return st, nil
+	return nil
 }
 
 // ttlMissing says why the server or the bucket cannot expire per-message

@@ -146,18 +146,18 @@ type keyWatch struct {
 
 // stop ends the watch: its updates close, and it deletes the watch's
 // consumer (a request, which waits for the store's timeout when the server
-// does not answer). Call it through Store.retire.
+// does not answer). Call it through storeLife.retire.
 func (w *keyWatch) stop() { _ = w.Stop() }
 
 // retire stops w in the background. The goroutine counts among the store's
 // (Close waits for it and reports it when it does not end), so the caller
-// must hold a count of s.watches itself.
-func (s *Store) retire(w *keyWatch) {
-	s.running.Add(1)
-	s.watches.Add(1)
+// must hold a count of the store's watches itself.
+func (l *storeLife) retire(w *keyWatch) {
+	l.running.Add(1)
+	l.watches.Add(1)
 	go func() {
-		defer s.watches.Done()
-		defer s.running.Add(-1)
+		defer l.watches.Done()
+		defer l.running.Add(-1)
 		w.stop()
 	}()
 }
@@ -205,7 +205,7 @@ func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Co
 
 // event translates a KV watch entry.
 func (s *Store) event(e jetstream.KeyValueEntry) lease.Event {
-	s.watched(e) // starts the observation clock of the revision (observe.go)
+	s.watched(e) // starts the observation clock of the revision (keys_observe.go)
 	ev := lease.Event{LeaseID: e.Key(), Revision: e.Revision()}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -69,137 +68,6 @@ func (s *Store) settle(key string, a lease.Acquisition, err error) lease.Acquisi
 		a.ExpiresIn = s.keys.expiresIn(key)
 	}
 	return a
-}
-
-// acquire takes c.LeaseID for c's term by writing rec (with a per-message
-// TTL when ttl > 0): Acquire, and AcquireUnder with a record naming the
-// session and no TTL, within deadline (from Store.begin). When it leads a
-// flight f, it tells f before each read of the key whose answer it may
-// report (see flights).
-func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
-	f *flight) (lease.Acquisition, error) {
-
-	rec.Acquired = time.Now().UnixMilli()
-	expect, write, err := s.fastPath(ctx, deadline, c.LeaseID, c.OwnerID, c.Term)
-	if err != nil {
-		return lease.Acquisition{}, err
-	}
-	var last *jetstream.RawStreamMsg // the key's last message, read after a failed write
-	var readAt readMark              // when last was asked for
-	refused := false                 // the last write was refused: the key was not at expect
-	moved := false                   // a refused write was followed by a change of the key
-	sent := make([]sentWrite, 0, maxAttempts)
-	// mine returns the acquisition a write of this call that landed at m
-	// made, if m is one (see isWrite).
-	mine := func(m *jetstream.RawStreamMsg) (lease.Acquisition, bool, error) {
-		w, ok := isWrite(m, rec, sent)
-		if !ok {
-			return lease.Acquisition{}, false, nil
-		}
-		if err := s.landed(c.LeaseID, m.Sequence, w.before); err != nil {
-			return lease.Acquisition{}, true, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
-		}
-		r, _ := heldRecord(m)
-		s.keys.put(c.LeaseID, heldState(m.Sequence, r))
-		return acquired(c, m.Sequence), true, nil
-	}
-	for attempt := range maxAttempts {
-		if write {
-			rec.Nonce = rand.Uint64()
-			sent = append(sent, sentWrite{nonce: rec.Nonce, before: s.top.Load()})
-			ack, err := s.publish(ctx, deadline, c.LeaseID, rec, expect, ttl)
-			switch outcome(ctx, err) {
-			case written:
-				s.keys.put(c.LeaseID, heldState(ack.Sequence, rec))
-				return acquired(c, ack.Sequence), nil
-			case conflict:
-				last, refused = nil, true
-			case unknown:
-				// The write may have landed: read the key back. Our nonce
-				// there means it did, and its revision is the token.
-				s.flights.reading(f)
-				m, mark, rerr := s.readMarked(ctx, deadline, c.LeaseID)
-				readAt = mark
-				if rerr != nil {
-					return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, worse(err, rerr))
-				}
-				if a, ok, err := mine(m); ok {
-					return a, err
-				}
-				last, refused = orNotFound(m), false
-			default:
-				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
-			}
-		}
-		if last == nil {
-			s.flights.reading(f)
-			m, mark, err := s.readOrFree(ctx, deadline, c.LeaseID)
-			readAt = mark
-			var free *freeAt
-			if errors.As(err, &free) {
-				if refused && free.rev == expect {
-					// The replica that answered is behind the stream
-					// leader, which refused that write: wait for a read.
-					err = free.read
-				} else {
-					expect, write, refused = free.rev, true, false
-					continue
-				}
-			}
-			if err != nil {
-				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
-			}
-			if refused {
-				if a, ok, err := mine(m); ok {
-					return a, err // refused by a deposed leader, taken by the new one
-				}
-			}
-			last = orNotFound(m)
-		}
-		v, err := s.judge(ctx, deadline, c, last)
-		if err == nil && !v.free {
-			// Held by another: an answer given without a write to prove it.
-			// Should the key change while that is confirmed (its watch saw
-			// a release), read it again, in the first attempt only: the
-			// revision the watch saw may be one the stream leader has yet
-			// to apply.
-			var changed func() bool
-			if attempt == 0 {
-				read := last.Sequence
-				changed = func() bool { st, _ := s.keys.get(c.LeaseID); return st.Rev > read }
-			}
-			err := s.currentUnless(ctx, deadline, "acquire "+c.LeaseID, readAt, changed)
-			if errors.Is(err, errMovedOn) {
-				write, last = false, nil
-				continue
-			}
-			if err != nil {
-				return lease.Acquisition{}, err
-			}
-		}
-		if err != nil || !v.free {
-			return lease.Acquisition{Holder: v.holder}, err
-		}
-		if v.proof != nil {
-			// Free because its session ended: end the session with a write
-			// at the revision judged, or take nothing (an old answer).
-			if ok, err := s.proveSessionEnded(ctx, deadline, c, v.proof); err != nil || !ok {
-				return lease.Acquisition{Holder: v.holder}, err
-			}
-		}
-		if refused && v.rev == expect {
-			// Refused, yet unchanged: a write in flight (replicated streams
-			// check against writes not yet applied), or a stream that cannot
-			// take writes. Give the first time to land.
-			if err := pause(ctx, attempt); err != nil {
-				return lease.Acquisition{}, s.failOp(ctx, deadline, "acquire "+c.LeaseID, err)
-			}
-		} else if refused {
-			moved = true
-		}
-		expect, write, last, refused = v.rev, true, nil, false
-	}
-	return lease.Acquisition{}, gaveUp("acquire "+c.LeaseID, moved, expect)
 }
 
 // gaveUp explains a call that used up its attempts. When every refused
@@ -356,92 +224,6 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 	_, err := s.rewrite(ctx, "release", l, record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)})
 	return err
-}
-
-// rewrite writes rec (a renewal or a release of l) over l's key with a
-// compare-and-swap on the revision l last wrote, and returns the revision
-// of the write. When the key has moved on, it reads it: a later write of the
-// same term (a renewal of ours that landed after we gave up on it) is
-// written over again; anything else is ErrLost. A write whose outcome is
-// unknown is read back, and recognised by its nonce.
-func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec record) (uint64, error) {
-	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
-		return 0, err
-	}
-	deadline, err := s.begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	what := op + " " + l.ID
-	expect, acquiredAt, err := s.precheck(ctx, deadline, op, l)
-	if err != nil {
-		return 0, err
-	}
-	rec.Acquired = acquiredAt
-	ttl := s.ttlFor(l.TTL)
-	if rec.Kind == kindReleased {
-		ttl = s.releaseTTL()
-	}
-	done := func(rev uint64) uint64 {
-		if rec.Kind == kindReleased {
-			s.keys.put(l.ID, freeState(rev))
-		} else {
-			s.keys.put(l.ID, heldState(rev, rec))
-		}
-		return rev
-	}
-	// mine takes a write of this call found at rev (see isWrite), sent
-	// when the highest revision seen was w.before.
-	mine := func(rev uint64, w sentWrite) (uint64, error) {
-		if err := s.landed(l.ID, rev, w.before); err != nil {
-			return 0, s.failOp(ctx, deadline, what, err)
-		}
-		return done(rev), nil
-	}
-	moved := false // a refused write was followed by a change of the key
-	sent := make([]sentWrite, 0, maxAttempts)
-	for attempt := range maxAttempts {
-		rec.Nonce = rand.Uint64()
-		sent = append(sent, sentWrite{nonce: rec.Nonce, before: s.top.Load()})
-		ack, err := s.publish(ctx, deadline, l.ID, rec, expect, ttl)
-		var m *jetstream.RawStreamMsg
-		switch outcome(ctx, err) {
-		case written:
-			return done(ack.Sequence), nil
-		case conflict:
-			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return 0, s.failOp(ctx, deadline, what, err)
-			}
-			if w, ok := isWrite(m, rec, sent); ok { // refused by a deposed leader, taken by the new one
-				return mine(m.Sequence, w)
-			}
-			if m.Sequence == expect {
-				if err := pause(ctx, attempt); err != nil {
-					return 0, s.failOp(ctx, deadline, what, err)
-				}
-			} else {
-				moved = true
-			}
-		case unknown:
-			rerr := err
-			if m, err = s.read(ctx, deadline, l.ID); err != nil {
-				return 0, s.failOp(ctx, deadline, what, worse(rerr, err))
-			}
-			if w, ok := isWrite(m, rec, sent); ok {
-				return mine(m.Sequence, w)
-			}
-			if m != nil && m.Sequence == expect {
-				return 0, s.failOp(ctx, deadline, what, fmt.Errorf("the %s did not land (yet): %w", opNoun(op), rerr))
-			}
-		default:
-			return 0, s.failOp(ctx, deadline, what, err)
-		}
-		if !ours(m, l) {
-			return 0, s.lost(ctx, deadline, l, m)
-		}
-		expect = m.Sequence
-	}
-	return 0, gaveUp(what, moved, expect)
 }
 
 // sentWrite is one attempt of a call: the nonce of its write, and the
@@ -636,7 +418,7 @@ func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStr
 }
 
 // getLastVia is getLast, where a read refused for want of a meta leader
-// calls alt (if not nil): an error alt returns ends the read (direct.go).
+// calls alt (if not nil): an error alt returns ends the read (write_direct.go).
 func (s *Store) getLastVia(actx context.Context, subject string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
 	var (
 		m    *jetstream.RawStreamMsg
@@ -714,8 +496,8 @@ var errResent = errors.New("natsstore: a write sent again after a copy went unan
 
 // linkLost reports whether a request with context rctx was cut short by the
 // loss of the connection.
-func (s *Store) linkLost(rctx context.Context) bool {
-	l := s.link.Load()
+func (c *storeConn) linkLost(rctx context.Context) bool {
+	l := c.link.Load()
 	return rctx.Err() != nil && l != nil && l.ctx.Err() != nil
 }
 
@@ -735,7 +517,7 @@ func (s *Store) readMarked(ctx context.Context, deadline time.Time, key string) 
 
 // readOrFree is readMarked for Acquire, which also looks for the key free
 // through a direct get while reads are refused for want of a meta leader:
-// it then returns a *freeAt error (direct.go).
+// it then returns a *freeAt error (write_direct.go).
 func (s *Store) readOrFree(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
 	return s.readVia(ctx, deadline, key, func(sctx context.Context, err error) error {
 		return s.directFree(sctx, deadline, key, err)
@@ -760,7 +542,7 @@ func (s *Store) readVia(ctx context.Context, deadline time.Time, key string, alt
 			// History 1 keeps one message per key: an older one can only
 			// come back if the server lost the newer, or from a stream
 			// leader cut off from its cluster, which answers from what it
-			// has until it steps down (stale.go).
+			// has until it steps down (write_stale.go).
 			if err := s.current(ctx, deadline, "read "+key, mark); err != nil {
 				return nil, mark, err
 			}
@@ -798,7 +580,7 @@ func ttlMillis(ttl time.Duration) time.Duration {
 
 // validTTL adds this store's TTL bounds to err, a lease validation result:
 // at least minTTL, at most the bucket's maximum lease TTL.
-func (s *Store) validTTL(err error, ttl time.Duration) error {
+func (b *openedBucket) validTTL(err error, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
@@ -806,10 +588,10 @@ func (s *Store) validTTL(err error, ttl time.Duration) error {
 		return &lease.FieldError{Field: "TTL", Reason: fmt.Sprintf(
 			"%v is below this store's minimum of %v (NATS per-message TTLs are whole seconds)", ttl, minTTL)}
 	}
-	if s.claimMax > 0 && ttl > s.claimMax {
+	if b.claimMax > 0 && ttl > b.claimMax {
 		return &lease.FieldError{Field: "TTL", Reason: fmt.Sprintf(
 			"%v is above the longest lease TTL of %v that bucket %q allows (Config.MaxTTL, recorded in the bucket "+
-				"when it is created); contenders wait that long for a key deleted or purged by hand", ttl, s.claimMax, s.bucket)}
+				"when it is created); contenders wait that long for a key deleted or purged by hand", ttl, b.claimMax, b.bucket)}
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 // quorum, so a stale leader never lets one through; but a read that the
 // store acts on without writing ("held by another", "lost") would be stale.
 // Such a read is therefore confirmed by the leader's own account of its
-// replicas (STREAM.INFO, the request isolation.go's probe makes), which
+// replicas (STREAM.INFO, the request bucket_isolation.go's probe makes), which
 // shows that no other leader can have been elected before the read.
 const (
 	// electionSilence is how long a raft follower of nats-server goes
@@ -55,10 +55,10 @@ type readMark struct {
 }
 
 // markRead marks a read about to be sent.
-func (s *Store) markRead() readMark {
+func (c *storeConn) markRead() readMark {
 	m := readMark{sent: time.Now()}
-	if s.nc != nil {
-		m.conn = s.nc.Stats().Reconnects
+	if c.nc != nil {
+		m.conn = c.nc.Stats().Reconnects
 	}
 	return m
 }
@@ -95,45 +95,60 @@ func (s *Store) currentUnless(ctx context.Context, deadline time.Time, what stri
 	if !s.replicated() {
 		return nil
 	}
-	sent := r.sent
 	wait := firstCurrentWait
-	var why, leader string
+	var leader string
 	for waited := time.Duration(0); ; {
+		// 1. Ask the stream leader about its replicas.
 		asked := time.Now()
-		v, err := s.streamView(ctx, deadline)
+		v, now, err := s.askLeader(ctx, deadline, what, r, leader)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return s.unconfirmed(ctx, what, sent, fmt.Sprintf("no answer to the stream information request: %v", err))
-			}
-			return s.fail(ctx, what+" (asking the stream leader whether it is current)", err)
+			return err
 		}
-		if s.nc.Stats().Reconnects != r.conn {
-			return s.unconfirmed(ctx, what, sent, "the connection moved to another server after the read")
-		}
-		if ci := v.Cluster; ci != nil && ci.Leader != "" {
-			if leader != "" && ci.Leader != leader {
-				return s.unconfirmed(ctx, what, sent, fmt.Sprintf("the stream's leader changed from %s to %s", leader, ci.Leader))
-			}
-			leader = ci.Leader
-		}
-		ok, retry, reason := v.leadsAt(asked.Sub(sent))
+		leader = now
+		// 2. Done when its answer shows the read current.
+		ok, retry, why := v.leadsAt(asked.Sub(r.sent))
 		if ok {
 			return nil
 		}
-		why = reason
+		// 3. Otherwise wait for the leader to hear from its replicas, and
+		// ask again, while there is time.
 		if !retry || waited+wait > currentWaits || time.Until(deadline) < wait {
-			break
+			return s.unconfirmed(ctx, what, r.sent, why)
 		}
 		if err := waitUnless(ctx, wait, moved); err != nil {
 			if errors.Is(err, errMovedOn) {
 				return err
 			}
-			return s.unconfirmed(ctx, what, sent, why)
+			return s.unconfirmed(ctx, what, r.sent, why)
 		}
 		waited += wait
 		wait *= 2
 	}
-	return s.unconfirmed(ctx, what, sent, why)
+}
+
+// askLeader asks for the bucket's stream information for currentUnless,
+// which confirms the read marked r: the answer must come through the
+// server that answered the read, and from the leader that answered earlier
+// (leader, if not ""). It returns the leader the answer names, or leader
+// when it names none.
+func (s *Store) askLeader(ctx context.Context, deadline time.Time, what string, r readMark, leader string) (streamView, string, error) {
+	v, err := s.streamView(ctx, deadline)
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return v, leader, s.unconfirmed(ctx, what, r.sent, fmt.Sprintf("no answer to the stream information request: %v", err))
+		}
+		return v, leader, s.fail(ctx, what+" (asking the stream leader whether it is current)", err)
+	}
+	if s.nc.Stats().Reconnects != r.conn {
+		return v, leader, s.unconfirmed(ctx, what, r.sent, "the connection moved to another server after the read")
+	}
+	if ci := v.Cluster; ci != nil && ci.Leader != "" {
+		if leader != "" && ci.Leader != leader {
+			return v, leader, s.unconfirmed(ctx, what, r.sent, fmt.Sprintf("the stream's leader changed from %s to %s", leader, ci.Leader))
+		}
+		leader = ci.Leader
+	}
+	return v, leader, nil
 }
 
 // waitUnless waits for d. It returns ctx's error when ctx ends first, and
@@ -162,10 +177,10 @@ func waitUnless(ctx context.Context, d time.Duration, moved func() bool) error {
 }
 
 // unconfirmed reports a read that could not be confirmed as a failure of
-// JetStream: the isolation check (isolation.go) counts it, so that a store
+// JetStream: the isolation check (bucket_isolation.go) counts it, so that a store
 // whose server is cut off from its cluster moves to another.
-func (s *Store) unconfirmed(ctx context.Context, what string, sent time.Time, why string) error {
-	if iso := &s.health.isolation; !iso.start.IsZero() {
+func (u *upkeep) unconfirmed(ctx context.Context, what string, sent time.Time, why string) error {
+	if iso := &u.health.isolation; !iso.start.IsZero() {
 		iso.fail(sent)
 	}
 	err := fmt.Errorf("natsstore: %s: %w: a read of the bucket's stream cannot be trusted: %s",
@@ -218,23 +233,37 @@ func (v streamView) leadsAt(e time.Duration) (ok, retry bool, why string) {
 	case ci.LeaderSince != nil && !v.TS.IsZero() && v.TS.Sub(*ci.LeaderSince) < e:
 		return false, false, fmt.Sprintf("the bucket's stream leader %s was elected after the read", ci.Leader)
 	}
-	after, all := 1, true
-	var silent time.Duration
-	for _, p := range ci.Replicas {
-		seen := p != nil && !p.Offline && (p.Active > 0 || p.Current)
-		if seen && p.Active <= e {
-			after++
-		}
-		if !seen || p.Active >= electionSilence {
-			all = false
-			if p != nil {
-				silent = max(silent, p.Active)
-			}
-		}
-	}
-	if quorum := (len(ci.Replicas)+1)/2 + 1; after >= quorum || all {
+	h := heardFrom(ci.Replicas, e)
+	if quorum := (len(ci.Replicas)+1)/2 + 1; h.after >= quorum || h.all {
 		return true, false, ""
 	}
 	return false, true, fmt.Sprintf("the bucket's stream leader %s has not heard from a replica for %v, "+
-		"nor from a majority of them since the read", ci.Leader, silent.Round(time.Millisecond))
+		"nor from a majority of them since the read", ci.Leader, h.silent.Round(time.Millisecond))
+}
+
+// replicasHeard is what a stream leader heard from its replicas, as leadsAt counts
+// it.
+type replicasHeard struct {
+	after  int           // the replicas that answered since the read, and the leader
+	all    bool          // every replica answered within electionSilence
+	silent time.Duration // the longest silence of a replica that did not
+}
+
+// heardFrom counts what the leader heard from replicas, for a read sent e
+// before the leader was asked.
+func heardFrom(replicas []*jetstream.PeerInfo, e time.Duration) replicasHeard {
+	h := replicasHeard{after: 1, all: true}
+	for _, p := range replicas {
+		seen := p != nil && !p.Offline && (p.Active > 0 || p.Current)
+		if seen && p.Active <= e {
+			h.after++
+		}
+		if !seen || p.Active >= electionSilence {
+			h.all = false
+			if p != nil {
+				h.silent = max(h.silent, p.Active)
+			}
+		}
+	}
+	return h
 }

@@ -26,7 +26,7 @@ const (
 // reachability, shared by its goroutines.
 type health struct {
 	createdIn atomic.Int64 // how long the last watch creation took, in nanoseconds
-	isolation isolation    // see isolation.go
+	isolation isolation    // see bucket_isolation.go
 }
 
 func (c Config) watchCheck() time.Duration {
@@ -108,7 +108,7 @@ type rewatch struct {
 }
 
 // hintFollow: while the watch is down, its keys are followed through
-// their writes (hint.go).
+// their writes (watch_hint.go).
 type hintFollow struct {
 	hint        *hints            // nil while the watch works
 	hintGen     uint64            // counts the subscriptions, to match reads
@@ -152,75 +152,28 @@ func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
 // run forwards the updates of w, and of the watches that replace it, until
 // ctx is done.
 func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats.Status) {
-	r.check = time.NewTimer(time.Hour)
-	r.check.Stop()
-	r.retry = time.NewTimer(time.Hour)
-	r.retry.Stop()
-	r.leaderRetry = time.NewTimer(time.Hour)
-	r.leaderRetry.Stop()
-	defer r.check.Stop()
-	defer r.retry.Stop()
-	defer r.leaderRetry.Stop()
-	defer r.stopHints()
-	defer func() {
-		if r.w != nil {
-			r.s.retire(r.w)
-		}
-		if r.creating { // ends at once: ctx is done
-			if c := <-r.created; c.w != nil {
-				r.s.retire(c.w)
-			}
-		}
-	}()
+	r.startTimers()
+	defer r.stop()
 	r.use(ctx, w)
 	for {
-		var updates <-chan jetstream.KeyValueEntry
-		if r.w != nil {
-			updates = r.w.Updates()
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case e, ok := <-updates:
+		case e, ok := <-r.updates():
 			if !ok {
-				cause, since := "the watch's subscription ended", time.Now()
-				if ew, ok := r.w.KeyWatcher.(endingWatch); ok {
-					if heard, err := ew.ended(); err != nil {
-						cause, since = err.Error(), heard
-					}
-				}
-				r.s.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key, "cause", cause)
-				r.lose(cause, since)
-				if !r.reported && time.Since(r.lostAt) >= r.stallAt {
-					r.report()
-				}
-				r.retry.Reset(r.pause)
+				r.watchEnded()
 				continue
 			}
 			r.deliver(e)
 		case <-reconnected:
-			r.s.log.Debug("natsstore: reconnected; re-creating the watch", "lease", r.key)
-			if r.w != nil {
-				r.lose("the connection to NATS was lost", time.Now())
-			}
-			r.again = r.creating
-			r.recreate(ctx)
+			r.afterReconnect(ctx)
 		case <-r.retry.C:
 			r.recreate(ctx)
 		case c := <-r.created:
 			r.creating = false
 			r.made(ctx, c)
 		case <-r.check.C:
-			if r.w == nil {
-				continue
-			}
-			if r.pending != 0 && r.rev < r.pending {
-				r.stalled(ctx)
-				continue
-			}
-			r.pending = 0
-			r.startCheck(ctx)
-			r.check.Reset(r.interval)
+			r.checkDue(ctx)
 		case <-r.hintWake():
 			r.readHints(ctx)
 		case res := <-r.hintsRead:
@@ -228,18 +181,103 @@ func (r *watchRun) run(ctx context.Context, w *keyWatch, reconnected <-chan nats
 			r.deliverHints(res)
 			r.readHints(ctx) // the keys written meanwhile
 		case res := <-r.checked:
-			r.reading = false
-			if res.err == nil && res.gen == r.gen && r.w != nil && res.rev > r.rev {
-				// Give the watch a little time to deliver what the read saw.
-				r.pending, r.pendingAt = res.rev, res.at
-				r.check.Reset(r.interval / 2)
-			}
+			r.checkAnswered(res)
 		case <-r.leaderRetry.C:
 			r.readLeaderRev(ctx)
 		case res := <-r.leaderRead:
 			r.leaderReading = false
 			r.leaderRevAnswered(ctx, res)
 		}
+	}
+}
+
+// startTimers makes run's timers, stopped.
+func (r *watchRun) startTimers() {
+	r.check = time.NewTimer(time.Hour)
+	r.check.Stop()
+	r.retry = time.NewTimer(time.Hour)
+	r.retry.Stop()
+	r.leaderRetry = time.NewTimer(time.Hour)
+	r.leaderRetry.Stop()
+}
+
+// stop ends run: it retires the watch in use and one being made (whose
+// creation ends at once: run's ctx is done), stops following the keys'
+// writes and stops the timers.
+func (r *watchRun) stop() {
+	if r.w != nil {
+		r.s.retire(r.w)
+	}
+	if r.creating {
+		if c := <-r.created; c.w != nil {
+			r.s.retire(c.w)
+		}
+	}
+	r.stopHints()
+	r.leaderRetry.Stop()
+	r.retry.Stop()
+	r.check.Stop()
+}
+
+// updates returns the updates of the watch in use, nil while there is none.
+func (r *watchRun) updates() <-chan jetstream.KeyValueEntry {
+	if r.w == nil {
+		return nil
+	}
+	return r.w.Updates()
+}
+
+// watchEnded takes the end of the updates of the watch in use: it is lost,
+// and re-created after a pause.
+func (r *watchRun) watchEnded() {
+	cause, since := "the watch's subscription ended", time.Now()
+	if ew, ok := r.w.KeyWatcher.(endingWatch); ok {
+		if heard, err := ew.ended(); err != nil {
+			cause, since = err.Error(), heard
+		}
+	}
+	r.s.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key, "cause", cause)
+	r.lose(cause, since)
+	if !r.reported && time.Since(r.lostAt) >= r.stallAt {
+		r.report()
+	}
+	r.retry.Reset(r.pause)
+}
+
+// afterReconnect re-creates the watch after a reconnect: the one in use is
+// lost, and one being made is made again.
+func (r *watchRun) afterReconnect(ctx context.Context) {
+	r.s.log.Debug("natsstore: reconnected; re-creating the watch", "lease", r.key)
+	if r.w != nil {
+		r.lose("the connection to NATS was lost", time.Now())
+	}
+	r.again = r.creating
+	r.recreate(ctx)
+}
+
+// checkDue runs the liveness check of the watch in use: a revision an
+// earlier check read that the watch has not delivered since is a stall;
+// otherwise the key is read again.
+func (r *watchRun) checkDue(ctx context.Context) {
+	if r.w == nil {
+		return
+	}
+	if r.pending != 0 && r.rev < r.pending {
+		r.stalled(ctx)
+		return
+	}
+	r.pending = 0
+	r.startCheck(ctx)
+	r.check.Reset(r.interval)
+}
+
+// checkAnswered takes the answer of a liveness check's read.
+func (r *watchRun) checkAnswered(res checkResult) {
+	r.reading = false
+	if res.err == nil && res.gen == r.gen && r.w != nil && res.rev > r.rev {
+		// Give the watch a little time to deliver what the read saw.
+		r.pending, r.pendingAt = res.rev, res.at
+		r.check.Reset(r.interval / 2)
 	}
 }
 
@@ -409,7 +447,7 @@ type created struct {
 
 // recreate starts making a new watch in the background, unless one is
 // being made: the run goes on forwarding what the watch's keys' writes
-// show meanwhile (hint.go), and an attempt may wait up to attemptLimit for
+// show meanwhile (watch_hint.go), and an attempt may wait up to attemptLimit for
 // a server that does not answer.
 func (r *watchRun) recreate(ctx context.Context) {
 	if r.w != nil || r.creating || ctx.Err() != nil {
@@ -498,7 +536,7 @@ func (s *Store) stallCause() string {
 }
 
 // recreateCause names the likely cause of a failed watch creation.
-func (s *Store) recreateCause(err error) string {
+func (c *storeConn) recreateCause(err error) string {
 	switch {
 	case errors.Is(err, errLinkLost):
 		return "not connected to NATS"
@@ -506,8 +544,8 @@ func (s *Store) recreateCause(err error) string {
 		return "creating the watch's consumer was refused: " + err.Error()
 	case errors.Is(err, errCreateTimeout):
 		// The server drops a request it does not permit, and says so apart.
-		if s.nc != nil {
-			if last := s.nc.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) &&
+		if c.nc != nil {
+			if last := c.nc.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) &&
 				strings.Contains(last.Error(), "CONSUMER.CREATE") {
 				return "creating the watch's consumer was refused: " + last.Error()
 			}

@@ -218,8 +218,8 @@ func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record
 	return msgHeld, r, nil
 }
 
-func (s *Store) corrupt(key string, rev uint64, reason string) error {
+func (b *openedBucket) corrupt(key string, rev uint64, reason string) error {
 	return fmt.Errorf("%w; delete it (nats kv del %s %s): contenders then wait the bucket's MaxTTL (%v) before "+
-		"taking the lease, since its last holder may still act", &CorruptError{Bucket: s.bucket, Key: key, Revision: rev,
-		Reason: reason}, s.bucket, key, s.maxTTL)
+		"taking the lease, since its last holder may still act", &CorruptError{Bucket: b.bucket, Key: key, Revision: rev,
+		Reason: reason}, b.bucket, key, b.maxTTL)
 }

@@ -89,7 +89,35 @@ func (s *Store) check(ctx context.Context) error {
 	if s.js == nil {
 		return nil // a store over a fake bucket, in tests
 	}
+	// 1. Read the bucket's stream.
 	top := s.top.Load() // before the request: the stream had it then
+	f, mark, err := s.readCheck(ctx)
+	if err != nil {
+		return err
+	}
+	// 2. Check that it is the stream the store opened, readable, and not
+	// behind what the store has seen of it.
+	if err := s.sameStream(f); err != nil {
+		return err
+	}
+	if f.lastSeq < top {
+		return s.checkBehind(ctx, top, f.lastSeq, mark)
+	}
+	s.freshRead("")
+	s.sawRevision(f.lastSeq)
+	// 3. Check that its configuration and its maximum lease TTL did not
+	// change.
+	if err := s.sameConfig(f); err != nil {
+		return err
+	}
+	// 4. Check that the server still expires per-message TTLs, when the
+	// store relies on them.
+	return s.sameExpiry(f)
+}
+
+// readCheck reads the facts of the bucket for check, and the mark of the
+// request that was answered. A stream that no longer exists stops the store.
+func (s *Store) readCheck(ctx context.Context) (bucketFacts, readMark, error) {
 	var (
 		f    bucketFacts
 		mark readMark
@@ -104,12 +132,18 @@ func (s *Store) check(ctx context.Context) error {
 	})
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketDeleted,
+		return f, mark, s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketDeleted,
 			Detail: fmt.Sprintf("its stream KV_%s no longer exists (nats kv rm?)", s.bucket),
 			Fix:    "the store never creates a bucket it has opened; " + fixRestart})
 	case err != nil:
-		return unavailable(ctx, "check bucket "+s.bucket, err)
+		return f, mark, unavailable(ctx, "check bucket "+s.bucket, err)
 	}
+	return f, mark, nil
+}
+
+// sameStream stops the store when the bucket's stream was created again,
+// or when the server cannot read it.
+func (s *Store) sameStream(f bucketFacts) error {
 	if !f.created.Equal(s.created) {
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketRecreated,
 			Detail: fmt.Sprintf("it was created again at %s (it was created at %s when the store opened it): its leases "+
@@ -121,21 +155,28 @@ func (s *Store) check(ctx context.Context) error {
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: why,
 			Fix: "run the nats-server version that wrote the bucket again, then " + fixRestart})
 	}
-	if f.lastSeq < top {
-		// Or a stream leader cut off from its cluster, answering from what
-		// it has until it steps down: not a loss.
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = time.Now().Add(s.cfg.timeout())
-		}
-		what := "check bucket " + s.bucket
-		if err := s.current(ctx, deadline, what, mark); err != nil {
-			return err
-		}
-		return s.regressedRead(what, "", top, f.lastSeq)
+	return nil
+}
+
+// checkBehind judges a check whose read showed the stream's last revision
+// got below top, the highest the store had seen (see regressedRead): the
+// server lost writes, or a stream leader cut off from its cluster answered
+// from what it has until it steps down, which is not a loss.
+func (s *Store) checkBehind(ctx context.Context, top, got uint64, mark readMark) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.cfg.timeout())
 	}
-	s.freshRead("")
-	s.sawRevision(f.lastSeq)
+	what := "check bucket " + s.bucket
+	if err := s.current(ctx, deadline, what, mark); err != nil {
+		return err
+	}
+	return s.regressedRead(what, "", top, got)
+}
+
+// sameConfig stops the store when the bucket's configuration was edited,
+// or its maximum lease TTL changed.
+func (s *Store) sameConfig(f bucketFacts) error {
 	if problems := bucketProblems(f.cfg); len(problems) > 0 {
 		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,
 			Detail: "its configuration was edited: " + joinProblems(problems),
@@ -155,26 +196,36 @@ func (s *Store) check(ctx context.Context) error {
 				"less than a holder's TTL", metaMaxTTL, s.maxRecordedText(), f.cfg.Metadata[metaMaxTTL]),
 			Fix: "restore the metadata, then " + fixRestart})
 	}
-	if s.Expiry() == ExpiryServer {
-		if why := ttlMissing(f); why != "" {
-			if s.cfg.Expiry == ExpiryServer {
-				return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemServerDowngraded,
-					Detail: why + ", and Config.Expiry is ExpiryServer",
-					Fix:    "run nats-server 2.11 or later with the bucket as natsstore created it, or use ExpiryAuto"})
-			}
-			s.fallBack(why)
-		}
+	return nil
+}
+
+// sameExpiry handles a server or bucket that lost its per-message TTLs
+// while the store relies on them: the store falls back to observed expiry,
+// or stops when Config.Expiry is ExpiryServer.
+func (s *Store) sameExpiry(f bucketFacts) error {
+	if s.Expiry() != ExpiryServer {
+		return nil
 	}
+	why := ttlMissing(f)
+	switch {
+	case why == "":
+		return nil
+	case s.cfg.Expiry == ExpiryServer:
+		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemServerDowngraded,
+			Detail: why + ", and Config.Expiry is ExpiryServer",
+			Fix:    "run nats-server 2.11 or later with the bucket as natsstore created it, or use ExpiryAuto"})
+	}
+	s.fallBack(why)
 	return nil
 }
 
 // maxRecordedText describes the maximum lease TTL the bucket recorded when
 // the store opened it.
-func (s *Store) maxRecordedText() string {
-	if !s.maxRecorded {
+func (b *openedBucket) maxRecordedText() string {
+	if !b.maxRecorded {
 		return ""
 	}
-	return s.maxTTL.String()
+	return b.maxTTL.String()
 }
 
 // fallBack makes the store judge expiry by observation from now on.
@@ -225,18 +276,18 @@ func atRevision(key string) string {
 }
 
 // sawRevision records that the stream has reached revision rev.
-func (s *Store) sawRevision(rev uint64) {
+func (b *keyBook) sawRevision(rev uint64) {
 	for {
-		top := s.top.Load()
-		if rev <= top || s.top.CompareAndSwap(top, rev) {
+		top := b.top.Load()
+		if rev <= top || b.top.CompareAndSwap(top, rev) {
 			return
 		}
 	}
 }
 
 // keyTop returns the highest revision seen under key, 0 if none.
-func (s *Store) keyTop(key string) uint64 {
-	st, _ := s.keys.get(key)
+func (b *keyBook) keyTop(key string) uint64 {
+	st, _ := b.keys.get(key)
 	return st.Top
 }
 
@@ -264,9 +315,9 @@ func (s *Store) landed(key string, rev, before uint64) error {
 }
 
 // poke asks the monitor for a check of the bucket soon.
-func (s *Store) poke() {
+func (u *upkeep) poke() {
 	select {
-	case s.pokes <- struct{}{}:
+	case u.pokes <- struct{}{}:
 	default:
 	}
 }

@@ -81,8 +81,8 @@ func (s *Store) regressedRead(what, key string, highest, got uint64) error {
 
 // freshRead ends a spell of regressed reads of key: a read showed it at or
 // above every revision seen.
-func (s *Store) freshRead(key string) {
-	st := &s.behind
+func (b *keyBook) freshRead(key string) {
+	st := &b.behind
 	if st.n.Load() == 0 {
 		return
 	}

@@ -1,0 +1,146 @@
+package natsstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asterforge/aster/lease"
+)
+
+// rewrite writes rec (a renewal or a release of l) over l's key with a
+// compare-and-swap on the revision l last wrote, and returns the revision
+// of the write. When the key has moved on, it reads it: a later write of the
+// same term (a renewal of ours that landed after we gave up on it) is
+// written over again; anything else is ErrLost. A write whose outcome is
+// unknown is read back, and recognised by its nonce.
+func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec record) (uint64, error) {
+	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
+		return 0, err
+	}
+	deadline, err := s.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	expect, acquiredAt, err := s.precheck(ctx, deadline, op, l)
+	if err != nil {
+		return 0, err
+	}
+	rec.Acquired = acquiredAt
+	ttl := s.ttlFor(l.TTL)
+	if rec.Kind == kindReleased {
+		ttl = s.releaseTTL()
+	}
+	w := &rewriting{op: op, l: l, rec: rec, ttl: ttl, deadline: deadline, expect: expect,
+		sent: make([]sentWrite, 0, maxAttempts)}
+	for attempt := range maxAttempts {
+		// 1. Write at the revision expected, and read the key back when
+		// the write was refused or its outcome is unknown.
+		m, rev, done, err := s.rewriteOnce(ctx, w, attempt)
+		if done {
+			return rev, err
+		}
+		// 2. Write again over a later write of l's own term only.
+		if !ours(m, l) {
+			return 0, s.lost(ctx, deadline, l, m)
+		}
+		w.expect = m.Sequence
+	}
+	return 0, gaveUp(w.what(), w.moved, w.expect)
+}
+
+// rewriting is the state of one rewrite's compare-and-swap loop.
+type rewriting struct {
+	op       string // "renew" or "release"
+	l        lease.Lease
+	rec      record        // the value to write; each write has a nonce of its own
+	ttl      time.Duration // the writes' per-message TTL, none when 0
+	deadline time.Time
+	expect   uint64      // the revision the next write expects
+	moved    bool        // a refused write was followed by a change of the key
+	sent     []sentWrite // the call's writes
+}
+
+// what names the call in errors.
+func (w *rewriting) what() string { return w.op + " " + w.l.ID }
+
+// rewriteOnce writes w.rec at w.expect. It is done when the write landed,
+// or was found to have landed, (with its revision) or failed; otherwise it
+// returns the key's last message, read back.
+func (s *Store) rewriteOnce(ctx context.Context, w *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
+	w.rec.Nonce = rand.Uint64()
+	w.sent = append(w.sent, sentWrite{nonce: w.rec.Nonce, before: s.top.Load()})
+	ack, err := s.publish(ctx, w.deadline, w.l.ID, w.rec, w.expect, w.ttl)
+	switch outcome(ctx, err) {
+	case written:
+		return nil, s.rewritten(w.l.ID, w.rec, ack.Sequence), true, nil
+	case conflict:
+		return s.rewriteRefused(ctx, w, attempt)
+	case unknown:
+		return s.rewriteUnknown(ctx, w, err)
+	default:
+		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), err)
+	}
+}
+
+// rewriteRefused reads the key after a write of w was refused. A write of
+// w found there (refused by a deposed leader, taken by the new one) is done;
+// a key still at w.expect is given time for a write in flight to land.
+func (s *Store) rewriteRefused(ctx context.Context, w *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
+	m, err := s.read(ctx, w.deadline, w.l.ID)
+	if err != nil {
+		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), err)
+	}
+	if sw, ok := isWrite(m, w.rec, w.sent); ok {
+		rev, err := s.rewriteMine(ctx, w, m.Sequence, sw)
+		return nil, rev, true, err
+	}
+	if m.Sequence != w.expect {
+		w.moved = true
+	} else if err := pause(ctx, attempt); err != nil {
+		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), err)
+	}
+	return m, 0, false, nil
+}
+
+// rewriteUnknown reads the key back after a write of w whose outcome is
+// unknown (werr). A write of w found there is done; a key still at w.expect
+// means that the write did not land (yet).
+func (s *Store) rewriteUnknown(ctx context.Context, w *rewriting, werr error) (*jetstream.RawStreamMsg, uint64, bool, error) {
+	m, err := s.read(ctx, w.deadline, w.l.ID)
+	if err != nil {
+		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), worse(werr, err))
+	}
+	if sw, ok := isWrite(m, w.rec, w.sent); ok {
+		rev, err := s.rewriteMine(ctx, w, m.Sequence, sw)
+		return nil, rev, true, err
+	}
+	if m != nil && m.Sequence == w.expect {
+		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(),
+			fmt.Errorf("the %s did not land (yet): %w", opNoun(w.op), werr))
+	}
+	return m, 0, false, nil
+}
+
+// rewriteMine takes a write of w found at rev (see isWrite), sent when the
+// highest revision seen was sw.before.
+func (s *Store) rewriteMine(ctx context.Context, w *rewriting, rev uint64, sw sentWrite) (uint64, error) {
+	if err := s.landed(w.l.ID, rev, sw.before); err != nil {
+		return 0, s.failOp(ctx, w.deadline, w.what(), err)
+	}
+	return s.rewritten(w.l.ID, w.rec, rev), nil
+}
+
+// rewritten records rec, a renewal or a release of key, written at rev, and
+// returns rev.
+func (b *keyBook) rewritten(key string, rec record, rev uint64) uint64 {
+	if rec.Kind == kindReleased {
+		b.keys.put(key, freeState(rev))
+	} else {
+		b.keys.put(key, heldState(rev, rec))
+	}
+	return rev
+}
