@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -91,9 +92,11 @@ func scenario(ctx context.Context, out io.Writer, exe string, ttl time.Duration,
 	proxies := map[string]*proxy{}
 	procs := map[string]*proc{}
 	defer func() { // every member process ends before its proxy, on every path
+		var wg sync.WaitGroup
 		for _, p := range procs {
-			p.stop()
+			wg.Go(p.stop) // at once: 15 s at most in all
 		}
+		wg.Wait()
 		for _, p := range proxies {
 			p.close()
 		}
