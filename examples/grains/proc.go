@@ -44,6 +44,7 @@ func startProc(exe, name, url string, ttl time.Duration, ids int, calls bool, wa
 		return nil, err
 	}
 	if err := p.cmd.Start(); err != nil {
+		_ = p.stdin.Close()
 		return nil, err
 	}
 	go func() {
