@@ -1,200 +1,203 @@
+//go:build unix
+
 // Command grains shows virtual actors (package grains) on protoactor-go's
-// cluster: three members in this process, each with a NATS connection of
-// its own through a proxy, run a counter grain per identity whose writes
-// go through a fence in a shared store. Callers keep calling while one
-// member is killed (its remote stopped and its NATS connection cut for
-// good) and another is partitioned from NATS for three TTLs. It prints a
-// verdict and exits: duplicate activations (two activations of one
-// identity handling messages at once), calls lost (a call that did not
-// succeed within its deadline) and stale writes accepted (a write the
-// store took with a token below one it took before) must all be 0.
+// cluster of three member processes, one killed, one paused and one cut off
+// from NATS while callers keep calling: every activation of a counter grain
+// holds a lock under its member's session, and each message is one write,
+// with the activation's fencing token, to a store that fences the writes.
+//
+// The parent process starts an embedded NATS server, a TCP proxy per
+// member in front of it (to cut a member off from NATS), the counter store
+// (served to the members over NATS request/reply) and three members a, b
+// and c, re-executing its own binary. Member a calls 16 counter grains
+// throughout and is never struck. The parent then kills member c (SIGKILL)
+// and starts member d in its place, pauses member b for three TTLs
+// (SIGSTOP, then SIGCONT), and cuts member d off from NATS for three TTLs
+// (its proxy frozen, then thawed). It prints a line per step, then the
+// verdict, and exits (1 on FAIL): duplicate activations (two activations
+// of one identity acting at once), calls lost (a call that did not succeed
+// within its 20 s deadline) and stale writes accepted (a write the store
+// took with a token below one it took before) must all be 0, with calls
+// made.
 //
 //	go run ./examples/grains [-ttl 2s] [-identities 16]
+//
+// It takes about 40 s at the default TTL of 2 s.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"os/signal"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/nats-io/nats.go"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/asterforge/aster/grains"
-	"github.com/asterforge/aster/natsstore"
 	"github.com/asterforge/aster/natsstore/embedded"
 )
-
-const kind = "counter"
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout)) }
 
 func run(args []string, out io.Writer) int {
+	if len(args) > 0 && args[0] == memberArg {
+		return runMember(args[1:])
+	}
 	fs := flag.NewFlagSet("grains", flag.ContinueOnError)
 	ttl := fs.Duration("ttl", 2*time.Second, "the members' session TTL, whole seconds")
 	ids := fs.Int("identities", 16, "number of counter grains")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := scenario(ctx, out, *ttl, *ids); err != nil {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(out, "grains:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := scenario(ctx, out, exe, *ttl, *ids); err != nil {
 		fmt.Fprintln(out, "grains:", err)
 		return 1
 	}
 	return 0
 }
 
-// member is one member of the example.
-type member struct {
-	name  string
-	m     *grains.Member
-	c     *cluster.Cluster
-	proxy *proxy
-	nc    *nats.Conn
-	st    *natsstore.Store
-}
-
-var quiet = slog.New(slog.DiscardHandler)
-
-func startMember(ctx context.Context, name, url string, cfg grains.Config, st *store) (*member, error) {
-	p, err := startProxy(url[len("nats://"):])
-	if err != nil {
-		return nil, err
-	}
-	nc, err := nats.Connect(p.url(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	ns, err := natsstore.NewConn(ctx, nc, natsstore.Config{Bucket: "aster_grains_example"})
-	if err != nil {
-		nc.Close()
-		p.close()
-		return nil, err
-	}
-	m, err := grains.New(ns, cfg)
-	if err != nil {
-		return nil, err
-	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	c := cluster.New(sys, cluster.Configure("example", m.Provider(), m.Lookup(), remote.Configure("127.0.0.1", 0),
-		cluster.WithKinds(cluster.NewKind(kind, st.props()))))
-	if err := grains.StartMember(c); err != nil {
-		return nil, err
-	}
-	return &member{name: name, m: m, c: c, proxy: p, nc: nc, st: ns}, nil
-}
-
-func (mb *member) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = mb.m.Close(ctx)
-	mb.c.Gossip.Shutdown()
-	mb.c.Remote.Shutdown(false)
-	mb.c.ActorSystem.Shutdown()
-	_ = mb.st.Close()
-	mb.nc.Close()
-	mb.proxy.close()
-}
-
-// kill stops the member's remote and cuts its NATS connection for good:
-// its activations stop when its session passes its renew deadline, and
-// its locks are taken once the store judges the session ended.
-func (mb *member) kill() {
-	mb.proxy.freeze(true)
-	mb.c.Remote.Shutdown(false)
-}
-
-func scenario(ctx context.Context, out io.Writer, ttl time.Duration, n int) error {
+// scenario runs the members as processes of exe and strikes them.
+func scenario(ctx context.Context, out io.Writer, exe string, ttl time.Duration, n int) error {
+	began := time.Now()
 	srv, err := embedded.Start(ctx, embedded.Config{})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
 	st := newStore()
-	cfg := grains.Config{Prefix: "example", TTL: ttl, RenewInterval: ttl / 4}
-	var ms []*member
-	defer func() {
-		for _, mb := range ms {
-			mb.stop()
+	sub, err := st.serve(nc)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	proxies := map[string]*proxy{}
+	procs := map[string]*proc{}
+	defer func() { // every member process ends before its proxy, on every path
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Go(p.stop) // at once: 15 s at most in all
+		}
+		wg.Wait()
+		for _, p := range proxies {
+			p.close()
 		}
 	}()
-	for _, name := range []string{"a", "b", "c"} {
-		mb, err := startMember(ctx, name, srv.ClientURL(), cfg, st)
+	start := func(name string, calls bool) error {
+		p, err := startProxy(srv.ClientURL()[len("nats://"):])
 		if err != nil {
-			return fmt.Errorf("start member %s: %w", name, err)
+			return err
 		}
-		ms = append(ms, mb)
-		st.name(mb.m.ID(), name)
-		fmt.Fprintf(out, "member %s joined (%s)\n", name, mb.m.ID())
+		proxies[name] = p
+		pr, err := startProc(exe, name, p.url(), ttl, n, calls, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		procs[name] = pr
+		fmt.Fprintf(out, "%5.1fs member %s joined (process %d)\n", time.Since(began).Seconds(), name, pr.cmd.Process.Pid)
+		return nil
 	}
-	calls := &callers{}
-	cctx, stopCalls := context.WithCancel(ctx)
-	calls.start(cctx, ms[0], n)
-	step := func(what string, d time.Duration) {
-		fmt.Fprintf(out, "%-48s calls ok %d, failed %d\n", what, calls.ok.Load(), calls.lost.Load())
-		time.Sleep(d)
+	for _, name := range []string{"a", "b", "c"} {
+		if err := start(name, name == "a"); err != nil {
+			return err
+		}
 	}
-	step("warm-up", 2*ttl)
-	ms[2].kill()
-	step("member c killed", 4*ttl)
-	ms[1].proxy.freeze(true)
-	step("member b partitioned from NATS", 3*ttl)
-	ms[1].proxy.freeze(false)
-	step("member b healed", 3*ttl)
-	stopCalls()
-	calls.wg.Wait()
-	fmt.Fprintf(out, "%-48s calls ok %d, failed %d\n", "done", calls.ok.Load(), calls.lost.Load())
+
+	count := func(what string) (totals, error) {
+		wait := 15 * time.Second
+		if what == "stop" {
+			wait = 30 * time.Second // the calls in flight take 20 s at most
+		}
+		var t totals
+		msg, err := nc.Request(callsSubject+"a", []byte(what), wait)
+		if err == nil {
+			err = json.Unmarshal(msg.Data, &t)
+		}
+		return t, err
+	}
+	step := func(what string, d time.Duration) error {
+		t, err := count("count")
+		if err != nil {
+			return fmt.Errorf("member a's calls: %w", err)
+		}
+		fmt.Fprintf(out, "%5.1fs %-44s calls ok %d, lost %d\n", time.Since(began).Seconds(), what, t.OK, t.Lost)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	if _, err := count("start"); err != nil {
+		return fmt.Errorf("start member a's calls: %w", err)
+	}
+	if err := step(fmt.Sprintf("member a calls %d counter grains", n), 2*ttl); err != nil {
+		return err
+	}
+	if err := procs["c"].kill(); err != nil {
+		return err
+	}
+	if err := step("member c killed (SIGKILL)", 0); err != nil {
+		return err
+	}
+	if err := start("d", false); err != nil {
+		return err
+	}
+	if err := step("member d started in its place", 3*ttl); err != nil {
+		return err
+	}
+	if err := procs["b"].signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	if err := step("member b paused (SIGSTOP)", 3*ttl); err != nil {
+		return err
+	}
+	if err := procs["b"].signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	if err := step("member b continued (SIGCONT)", 2*ttl); err != nil {
+		return err
+	}
+	proxies["d"].freeze(true)
+	if err := step("member d partitioned from NATS", 3*ttl); err != nil {
+		return err
+	}
+	proxies["d"].freeze(false)
+	if err := step("member d healed", 2*ttl); err != nil {
+		return err
+	}
+	t, err := count("stop")
+	if err != nil {
+		return fmt.Errorf("member a's calls: %w", err)
+	}
+	fmt.Fprintf(out, "%5.1fs %-44s calls ok %d, lost %d\n", time.Since(began).Seconds(), "member a's calls stopped", t.OK, t.Lost)
 
 	dups, stale, moved := st.verdict()
-	fmt.Fprintf(out, "\nactivations: %d identities moved at least once\n", moved)
-	fmt.Fprintf(out, "duplicate activations: %d\ncalls lost: %d\nstale writes accepted: %d (writes refused by the fence: %d)\n",
-		dups, calls.lost.Load(), stale, st.refusedWrites())
-	if dups == 0 && calls.lost.Load() == 0 && stale == 0 && calls.ok.Load() > 0 {
+	fmt.Fprintf(out, "\nwrites accepted, per member: %s; %d identities moved at least once\n", st.accepted(), moved)
+	fmt.Fprintf(out, "writes refused by the fence, per member: %s\n", st.refusedWrites())
+	fmt.Fprintf(out, "duplicate activations: %d\ncalls lost: %d\nstale writes accepted: %d\n", dups, t.Lost, stale)
+	if dups == 0 && t.Lost == 0 && stale == 0 && t.OK > 0 {
 		fmt.Fprintln(out, "PASS")
 		return nil
 	}
 	fmt.Fprintln(out, "FAIL")
-	return fmt.Errorf("the verdict failed")
-}
-
-// callers call every identity in turn from one member until ctx ends;
-// a call that does not succeed within its 20 s deadline is lost.
-type callers struct {
-	wg       sync.WaitGroup
-	ok, lost atomic.Int64
-}
-
-func (cs *callers) start(ctx context.Context, mb *member, n int) {
-	for w := range 4 {
-		cs.wg.Add(1)
-		go func() {
-			defer cs.wg.Done()
-			for i := w; ctx.Err() == nil; i = (i + 4) % n {
-				id := fmt.Sprintf("counter-%d", i)
-				cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				_, err := mb.m.Request(cctx, kind, id, &wrapperspb.StringValue{Value: id})
-				cancel()
-				if err != nil {
-					cs.lost.Add(1)
-					continue
-				}
-				cs.ok.Add(1)
-				select { // about 800 calls a second in all: enough to see every move
-				case <-ctx.Done():
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}()
-	}
+	return errors.New("the verdict failed")
 }

@@ -31,7 +31,7 @@ func StartChild(name, exe string, args, env []string, out *PrefixWriter) (*Child
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = ChildAttr()
 	cmd.WaitDelay = 2 * time.Second // bounds the copying of its output after it exits
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -4,8 +4,9 @@ package demo
 
 import "syscall"
 
-// childAttr puts an instance in a process group of its own. An instance
-// notices the orchestrator's death when its standard input closes.
-func childAttr() *syscall.SysProcAttr {
+// ChildAttr, as an exec.Cmd's SysProcAttr, puts a child in a process
+// group of its own. A child notices the orchestrator's death when its
+// standard input closes.
+func ChildAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
