@@ -58,6 +58,23 @@ func TestBucketWithoutPermission(t *testing.T) {
 			natsstore.Config{})
 	}
 
+	// startAs starts a member as user, with a JoinTimeout of 3 s, and stops
+	// it: its Config, how long StartMember took, and StartMember's error.
+	startAs := func(t *testing.T, user string) (grains.Config, time.Duration, error) {
+		t.Helper()
+		st, err := dial(t, user)
+		require.NoError(t, err)
+		defer st.Close()
+		cfg := fast
+		cfg.JoinTimeout = 3 * time.Second
+		m, c := newCluster(t, st, cfg)
+		start := time.Now()
+		err = grains.StartMember(c)
+		took := time.Since(start)
+		stopCluster(m, c)
+		return cfg, took, err
+	}
+
 	t.Run("no key", func(t *testing.T) {
 		start := time.Now()
 		_, err := dial(t, "nokv")
@@ -66,16 +83,7 @@ func TestBucketWithoutPermission(t *testing.T) {
 	})
 
 	t.Run("no member key", func(t *testing.T) {
-		st, err := dial(t, "nomember")
-		require.NoError(t, err)
-		defer st.Close()
-		cfg := fast
-		cfg.JoinTimeout = 3 * time.Second
-		m, c := newCluster(t, st, cfg)
-		start := time.Now()
-		err = grains.StartMember(c)
-		took := time.Since(start)
-		stopCluster(m, c)
+		cfg, took, err := startAs(t, "nomember")
 		require.ErrorIs(t, err, lease.ErrUnavailable)
 		require.ErrorIs(t, err, natsstore.ErrPermission, "the last error names the refusal")
 		assert.Less(t, took, cfg.JoinTimeout+2*time.Second, "bounded by JoinTimeout")
@@ -83,16 +91,7 @@ func TestBucketWithoutPermission(t *testing.T) {
 	})
 
 	t.Run("no grain key", func(t *testing.T) {
-		st, err := dial(t, "nograin")
-		require.NoError(t, err)
-		defer st.Close()
-		cfg := fast
-		cfg.JoinTimeout = 3 * time.Second
-		m, c := newCluster(t, st, cfg)
-		start := time.Now()
-		err = grains.StartMember(c)
-		took := time.Since(start)
-		stopCluster(m, c)
+		cfg, took, err := startAs(t, "nograin")
 		require.ErrorIs(t, err, natsstore.ErrPermission, "the member may not take its activations' locks")
 		assert.ErrorContains(t, err, "activations' locks")
 		assert.Less(t, took, 2*cfg.JoinTimeout+2*time.Second, "bounded by JoinTimeout (joining, then the probe)")
