@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -89,4 +90,37 @@ func TestPermissionErrorBlamedOnce(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorIs(t, err, lease.ErrUnavailable)
 	assert.NotErrorIs(t, err, natsstore.ErrPermission)
+}
+
+// A write the server does not permit is dropped, and the server tells only
+// the connection: the write sees a timeout. It is an ErrPermission error
+// whatever the call's time (it once depended on whether the call's last
+// read back timed out: with time to spare it used up its attempts and
+// blamed the stream), and the key stays free.
+func TestDeniedWriteIsAPermissionError(t *testing.T) {
+	t.Parallel()
+	pub, sub := leastPrivilege("leases", natstest.Topology{})
+	srv := natstest.Start(t, natstest.WithUser("admin", "a"), natstest.WithRestrictedUser("svc", "s", pub, sub),
+		natstest.WithOptions(func(o *server.Options) {
+			for _, u := range o.Users {
+				if u.Username == "svc" {
+					u.Permissions.Publish.Deny = []string{"$KV.leases.job"}
+				}
+			}
+		}))
+	admin := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "leases"}, natsstore.DialOptions{User: "admin", Password: "a"})
+	s := dial(t, srv.ClientURL(), natsstore.Config{Bucket: "leases"}, natsstore.DialOptions{User: "svc", Password: "s"})
+
+	for _, limit := range []time.Duration{200 * time.Millisecond, time.Second, 2 * time.Second} {
+		ctx, cancel := context.WithTimeout(t.Context(), limit)
+		_, err := s.Acquire(ctx, claim("job", "owner-a"))
+		cancel()
+		require.ErrorIs(t, err, natsstore.ErrPermission, "within %v", limit)
+		assert.ErrorIs(t, err, lease.ErrUnavailable)
+		assert.ErrorContains(t, err, `allow the user to publish to "$KV.leases.job"`)
+	}
+	mustAcquire(t, s, claim("other", "owner-a")) // other keys are written
+	a, err := admin.Acquire(ctxT(t), claim("job", "owner-b"))
+	require.NoError(t, err)
+	assert.True(t, a.Acquired, "nothing of the denied writes was stored")
 }

@@ -205,7 +205,7 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 		what += " (not connected to NATS: " + st.String() + ")"
 	}
 	if errors.Is(err, ErrPermission) {
-		// Seen during the operation (failFast): the connection's last
+		// Seen during the operation (failFast, dropped): the connection's last
 		// error is that violation; it must not be blamed again.
 		s.blame(s.nc.LastError())
 		return fmt.Errorf("natsstore: %s: %w: %w", what, lease.ErrUnavailable, err)
@@ -222,6 +222,25 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 			what, ErrPermission, lease.ErrUnavailable, err, perm, v.fix())
 	}
 	return unavailable(ctx, what, err)
+}
+
+// dropped returns err, a write's failure, as an ErrPermission error when
+// the connection's last error says the server refused the publish to
+// subject and no earlier failure was blamed on that refusal. The server
+// drops a publish it does not permit and tells only the connection, so the
+// write saw a timeout; but its outcome is known (nothing was stored), and
+// the caller must neither read back nor write again as if it might have
+// landed.
+func (s *Store) dropped(subject string, err error) error {
+	if s.nc == nil {
+		return err
+	}
+	perm := s.nc.LastError()
+	v, ok := parseViolation(perm)
+	if !ok || v.subscribe || v.reply || v.subject != subject || !s.blame(perm) {
+		return err
+	}
+	return fmt.Errorf("%w: %w (the server refused this write: %v; %s)", ErrPermission, err, perm, v.fix())
 }
 
 func (v violation) fix() string {

@@ -342,7 +342,7 @@ func outcome(ctx context.Context, err error) result {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrConnectionClosed),
 		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrPermissionViolation):
+		errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, ErrPermission):
 		return failed // not sent, or no stream took it
 	}
 	var apiErr *jetstream.APIError
@@ -383,6 +383,9 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 	}
 	if err != nil && ctx.Err() == nil && s.linkLost(actx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
+	}
+	if err != nil && !isConflict(err) {
+		err = s.dropped(m.Subject, err)
 	}
 	return ack, err
 }
