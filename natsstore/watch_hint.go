@@ -123,6 +123,11 @@ func (r *watchRun) startHints() {
 		return
 	}
 	h := &hints{pre: s.putPrefix, wake: make(chan struct{}, 1), pending: map[string]hinted{}}
+	if !strings.HasSuffix(r.key, ">") {
+		// Set before the subscription's goroutine may touch them.
+		h.pending[r.key] = hinted{}
+		h.wake <- struct{}{}
+	}
 	sub, err := s.nc.Subscribe(s.putPrefix+r.key, h.handle)
 	if err != nil {
 		s.log.Debug("natsstore: following a watch's keys while it is down failed", "lease", r.key, "err", err)
@@ -130,14 +135,11 @@ func (r *watchRun) startHints() {
 	}
 	h.sub = sub
 	// Once the server has the subscription, every write is seen: the read
-	// below covers the ones made before.
+	// of the key asked for above (made once this returns) covers the ones
+	// made before.
 	_ = s.nc.FlushTimeout(hintFlushLimit)
 	r.hint = h
 	r.hintRevs = map[string]uint64{}
-	if !strings.HasSuffix(r.key, ">") {
-		h.pending[r.key] = hinted{}
-		h.wake <- struct{}{}
-	}
 }
 
 // stopHints ends the subscription; reads in flight are ignored.
