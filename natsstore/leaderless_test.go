@@ -1,8 +1,6 @@
 package natsstore
 
 import (
-	"github.com/asterforge/aster/natsstore/internal/expiry"
-
 	"context"
 	"log/slog"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore/internal/expiry"
 )
 
 // leaderlessReadsKV answers reads with 503 "JetStream system temporarily

@@ -1,8 +1,6 @@
 package natsstore
 
 import (
-	"github.com/asterforge/aster/natsstore/internal/expiry"
-
 	"context"
 	"encoding/json"
 	"io"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore/internal/expiry"
 )
 
 // revisionKV answers every read with the key at revision rev.
