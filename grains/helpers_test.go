@@ -179,10 +179,7 @@ func startMemberWith(t testing.TB, srv *natstest.Server, props *actor.Props, cfg
 func (tm *testMember) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = tm.m.Close(ctx)
-	tm.c.Gossip.Shutdown()
-	tm.c.Remote.Shutdown(false)
-	tm.c.ActorSystem.Shutdown()
+	_ = grains.StopMember(ctx, tm.c)
 	waitServeReturned()
 }
 

@@ -47,6 +47,7 @@ type Member struct {
 	members   []*cluster.Member // as the watch last showed them
 	leave     context.CancelFunc
 	left      chan struct{} // closed when the membership lease is given back
+	stopOnce  sync.Once     // StopMember's stop of the cluster
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -93,6 +94,25 @@ func StartMember(c *cluster.Cluster) (err error) {
 	}()
 	c.StartMember()
 	return nil
+}
+
+// StopMember stops a member that StartMember started: it closes its Member
+// (Member.Close, bounded by ctx), then stops the cluster's gossip, remoting
+// and actor system, without cluster.Cluster.Shutdown's two-second sleep.
+// It is idempotent.
+func StopMember(ctx context.Context, c *cluster.Cluster) error {
+	p, ok := c.Config.ClusterProvider.(*provider)
+	if !ok {
+		return errors.New("grains: the cluster's provider is not a grains Member")
+	}
+	m := (*Member)(p)
+	err := m.Close(ctx)
+	m.stopOnce.Do(func() {
+		c.Gossip.Shutdown()
+		c.Remote.Shutdown(false)
+		c.ActorSystem.Shutdown()
+	})
+	return err
 }
 
 // setup binds m to its cluster; a client has no Locker and no activator.

@@ -12,6 +12,7 @@ import (
 	"github.com/asterforge/aster/grains"
 	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
+	"github.com/asterforge/aster/natsstore"
 )
 
 // TestOneMemberActivatesWithAToken runs one member on a real nats-server:
@@ -56,4 +57,18 @@ func TestOneMemberActivatesWithAToken(t *testing.T) {
 	require.Len(t, acts, 2)
 	assert.Greater(t, acts[1].tenure.Token, acts[0].tenure.Token)
 	assert.Empty(t, ck.overlaps())
+
+	// StopMember leaves at once: the membership lease and the activation's
+	// lock are released, not left to expire.
+	id := m.m.ID()
+	require.NoError(t, grains.StopMember(ctx, m.c))
+	st, err := natsstore.Dial(ctx, natsstore.DialOptions{URLs: []string{srv.ClientURL()}}, natsstore.Config{})
+	require.NoError(t, err)
+	defer st.Close()
+	for _, key := range []string{"test.members." + id, "test.grain." + kind + ".c0"} {
+		o, err := st.Read(ctx, key)
+		require.NoError(t, err)
+		assert.False(t, o.Held, "%s is released", key)
+		assert.NotZero(t, o.Revision, "%s was held", key)
+	}
 }

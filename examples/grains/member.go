@@ -99,10 +99,7 @@ func member(ctx context.Context, name, url string, ttl time.Duration, n int, cal
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = m.Close(cctx)
-		c.Gossip.Shutdown()
-		c.Remote.Shutdown(false)
-		c.ActorSystem.Shutdown()
+		_ = grains.StopMember(cctx, c)
 	}()
 	if calls {
 		cs := &callers{m: m, base: ctx}

@@ -135,10 +135,7 @@ func run(ctx context.Context, o options) error {
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = m.Close(cctx)
-		c.Gossip.Shutdown()
-		c.Remote.Shutdown(false)
-		c.ActorSystem.Shutdown()
+		_ = grains.StopMember(cctx, c)
 	}()
 	fmt.Printf("member %s (%s, lookup %s)\n", o.proc, m.ID(), o.lookup)
 	if o.calls == "" {
