@@ -43,8 +43,11 @@ import (
 )
 
 // readyTimeout bounds how long a cluster may take to become ready, and a
-// leaf node to connect.
-const readyTimeout = 10 * time.Second
+// leaf node to connect. A meta group whose election fails (votes answered
+// late on a loaded machine) waits nats-server's election timeout, 4 to 9 s
+// and not settable outside its package, before the next round: the bound
+// covers three rounds, and WaitReady says every 5 s that it still waits.
+const readyTimeout = 30 * time.Second
 
 // startTimeout bounds how long a server may take to accept connections.
 // nats-server enables JetStream before it listens; a cluster's server
@@ -308,7 +311,8 @@ func (c *Cluster) Shutdown() {
 // after readyTimeout.
 func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
+	start := time.Now()
+	deadline, progress := start.Add(readyTimeout), start.Add(5*time.Second)
 	for {
 		peers, current, running := 0, true, 0
 		for _, s := range c.Servers {
@@ -328,6 +332,11 @@ func (c *Cluster) WaitReady(t testing.TB) {
 		if time.Now().After(deadline) {
 			t.Fatalf("natstest: cluster not ready within %v (%d of %d servers are online peers of a leader, all current %v)",
 				readyTimeout, peers, running, current)
+		}
+		if time.Now().After(progress) {
+			t.Logf("natstest: cluster not ready after %v (%d of %d servers are online peers of a leader); waiting up to %v",
+				time.Since(start).Round(time.Second), peers, running, readyTimeout)
+			progress = progress.Add(5 * time.Second)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
