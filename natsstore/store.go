@@ -82,14 +82,14 @@ type upkeep struct {
 
 // storeLife is the store's lifetime: its watches and its Close.
 type storeLife struct {
-	life    context.Context // lifetime of watches, cancelled by Close
-	stop    context.CancelFunc
-	mu      sync.Mutex // guards closed with watches.Add
-	closed  atomic.Bool
-	watches sync.WaitGroup // every goroutine of the store
-	running atomic.Int64   // watches (and their teardowns) not yet stopped
-	once    sync.Once
-	err     error // Close's answer
+	life       context.Context // lifetime of watches, cancelled by Close
+	stop       context.CancelFunc
+	mu         sync.Mutex // guards closed with goroutines.Add
+	closed     atomic.Bool
+	goroutines sync.WaitGroup // every goroutine of the store
+	running    atomic.Int64   // watches (and their teardowns) not yet stopped
+	once       sync.Once
+	err        error // Close's answer
 }
 
 var (
@@ -224,7 +224,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	// permission learns it now, clearly, and not as a timeout later.
 	if err := failFast(ctx, nc, s.probe); err != nil {
 		s.stop()
-		s.watches.Wait() // followConn's goroutine
+		s.goroutines.Wait() // followConn's goroutine
 		return nil, explain(ctx, nc, err)
 	}
 	s.opened(ctx, st)
@@ -385,7 +385,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		s.stop()
 		done := make(chan struct{})
-		go func() { s.watches.Wait(); close(done) }()
+		go func() { s.goroutines.Wait(); close(done) }()
 		timer := time.NewTimer(s.cfg.closeTimeout())
 		defer timer.Stop()
 		select {
@@ -419,9 +419,9 @@ var errLinkLost = errors.New("natsstore: connection to NATS lost while waiting f
 func (s *Store) followConn() {
 	status := s.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	s.setLink(s.nc.Status() == nats.CONNECTED)
-	s.watches.Add(1)
+	s.goroutines.Add(1)
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		defer s.nc.RemoveStatusListener(status)
 		for {
 			select {

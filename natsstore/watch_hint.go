@@ -177,9 +177,9 @@ func (r *watchRun) readHints(ctx context.Context) {
 	}
 	r.hintReading = true
 	gen, s := r.hintGen, r.s
-	s.watches.Add(1) // the caller's goroutine holds a count
+	s.goroutines.Add(1) // the caller's goroutine holds a count
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		r.hintsRead <- hintRead{gen: gen, found: s.readWritten(ctx, keys, floors)} // never blocks: one at a time
 	}()
 }

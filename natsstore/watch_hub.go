@@ -104,7 +104,7 @@ func (s *Store) startShared(key string) (*sharedWatch, error) {
 		s.mu.Unlock()
 		return nil, lease.ErrClosed
 	}
-	s.watches.Add(1)
+	s.goroutines.Add(1)
 	s.mu.Unlock()
 
 	// The run lives until its last caller leaves (or the store closes).
@@ -116,7 +116,7 @@ func (s *Store) startShared(key string) (*sharedWatch, error) {
 	}
 	s.hub.runs[key] = w
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		defer close(w.ready)
 		if err := s.follow(ctx, key, w); err != nil {
 			w.err = err

@@ -71,12 +71,12 @@ func (s *Store) follow(ctx context.Context, filter string, out watchOutput) erro
 		s.mu.Unlock()
 		return lease.ErrClosed
 	}
-	s.watches.Add(1)
+	s.goroutines.Add(1)
 	s.mu.Unlock()
 	started := false
 	defer func() {
 		if !started {
-			s.watches.Done()
+			s.goroutines.Done()
 		}
 	}()
 
@@ -121,7 +121,7 @@ func (s *Store) follow(ctx context.Context, filter string, out watchOutput) erro
 	s.running.Add(1)
 	started = true
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		defer s.running.Add(-1)
 		defer out.close()
 		defer stop()
@@ -151,12 +151,12 @@ func (w *keyWatch) stop() { _ = w.Stop() }
 
 // retire stops w in the background. The goroutine counts among the store's
 // (Close waits for it and reports it when it does not end), so the caller
-// must hold a count of the store's watches itself.
+// must hold a count of the store's goroutines itself.
 func (l *storeLife) retire(w *keyWatch) {
 	l.running.Add(1)
-	l.watches.Add(1)
+	l.goroutines.Add(1)
 	go func() {
-		defer l.watches.Done()
+		defer l.goroutines.Done()
 		defer l.running.Add(-1)
 		w.stop()
 	}()
@@ -166,7 +166,7 @@ func (l *storeLife) retire(w *keyWatch) {
 var errCreateTimeout = errors.New("natsstore: creating the watch took too long")
 
 // startWatch creates a KV watch of key; the caller must hold a count of
-// s.watches. The creation is bounded by limit,
+// s.goroutines. The creation is bounded by limit,
 // by every context in bounds and by the connection: a watch requested while
 // the connection is lost is abandoned at once. The watch itself lives until
 // it is stopped.

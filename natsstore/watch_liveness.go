@@ -403,9 +403,9 @@ func (r *watchRun) startCheck(ctx context.Context) {
 // caller makes one such read at a time.
 func (r *watchRun) readLast(ctx context.Context, bound time.Duration, out chan<- checkResult) {
 	gen, s := r.gen, r.s
-	s.watches.Add(1) // the caller's goroutine holds a count
+	s.goroutines.Add(1) // the caller's goroutine holds a count
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		at := time.Now()
 		m, err := s.read(ctx, at.Add(bound), r.key)
 		res := checkResult{gen: gen, at: at, err: err}
@@ -458,9 +458,9 @@ func (r *watchRun) recreate(ctx context.Context) {
 	}
 	r.creating = true
 	s, limit := r.s, r.s.attemptLimit()
-	s.watches.Add(1) // the caller's goroutine holds a count
+	s.goroutines.Add(1) // the caller's goroutine holds a count
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		w, err := s.startWatch(r.key, limit, ctx)
 		r.created <- created{w: w, err: err} // never blocks: one at a time
 	}()
