@@ -330,9 +330,9 @@ func (s *Store) monitor() {
 	if s.nc != nil {
 		reconnected = s.nc.StatusChanged(nats.CONNECTED)
 	}
-	s.watches.Add(1)
+	s.goroutines.Add(1)
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		if reconnected != nil {
 			defer s.nc.RemoveStatusListener(reconnected)
 		}

@@ -369,9 +369,9 @@ func (s *Store) watchIsolation(api string) {
 		connected: func() bool { return s.nc.Status() == nats.CONNECTED },
 		probe:     func(ctx context.Context) error { return s.probeStream(ctx, subject, replicaSilence) },
 		move:      s.leaveServer}
-	s.watches.Add(1)
+	s.goroutines.Add(1)
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		c.run()
 	}()
 }

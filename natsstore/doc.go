@@ -184,8 +184,9 @@
 // rest on (flight, current, stale, direct). keys_*: the keyBook and the
 // reading of keys and sessions that feeds the take decision of
 // natsstore/internal/expiry (observe, judge, session, inspect). watch_*:
-// Watch and WatchPrefix and the watches under them (key, prefix, hub,
-// consumer, liveness, hint). bucket_*: the openedBucket and its upkeep (open,
-// error, check, isolation). Unprefixed: the shell and its connection (store,
-// dial, backend), the value format (record), config, errors, events.
+// the watches, Watch and WatchPrefix and the KV watches under them (key,
+// prefix, hub, consumer, liveness, hint). bucket_*: the openedBucket and its
+// upkeep (open, error, check, isolation). Unprefixed: the shell and its
+// connection (store, dial, backend), the value format (record), config,
+// errors, events.
 package natsstore

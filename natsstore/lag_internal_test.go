@@ -209,7 +209,7 @@ func TestRecreatedWatchInitialStateIsNotBehindAcknowledgedWrites(t *testing.T) {
 		k.lag.Store(false)
 		out := &initialStates{done: make(chan map[string]uint64, 10)}
 		ctx, cancel := context.WithCancel(t.Context())
-		require.NoError(t, s.follow(ctx, tc.filter, out))
+		require.NoError(t, s.watches.follow(ctx, tc.filter, out))
 		assert.Equal(t, tc.want, awaitSignal(t, out.done, "no initial state"), tc.filter)
 
 		k.lag.Store(true)

@@ -27,7 +27,7 @@ type Store struct {
 	keyBook
 	upkeep
 	storeLife
-	hub watchHub // Watch calls of one key share one watch run (watch_hub.go)
+	watches watches // Watch, WatchPrefix and the KV watches under them (watch_*.go)
 }
 
 // storeConn is the store's connection to the server.
@@ -82,14 +82,38 @@ type upkeep struct {
 
 // storeLife is the store's lifetime: its watches and its Close.
 type storeLife struct {
-	life    context.Context // lifetime of watches, cancelled by Close
-	stop    context.CancelFunc
-	mu      sync.Mutex // guards closed with watches.Add
-	closed  atomic.Bool
-	watches sync.WaitGroup // every goroutine of the store
-	running atomic.Int64   // watches (and their teardowns) not yet stopped
-	once    sync.Once
-	err     error // Close's answer
+	life       context.Context // lifetime of watches, cancelled by Close
+	stop       context.CancelFunc
+	mu         sync.Mutex // guards closed with goroutines.Add
+	closed     atomic.Bool
+	goroutines sync.WaitGroup // every goroutine of the store
+	running    atomic.Int64   // watches (and their teardowns) not yet stopped
+	once       sync.Once
+	err        error // Close's answer
+}
+
+// watches is the store's Watch and WatchPrefix calls and the KV watches
+// under them (watch_*.go). It holds the parts of the store it uses, and,
+// as functions, what it needs of the write path and of the key book.
+type watches struct {
+	*storeConn
+	*openedBucket
+	*storeLife
+	cfg    *Config
+	log    *slog.Logger
+	health *health  // watch creation times (the upkeep's)
+	hub    watchHub // Watch calls of one key share one watch run (watch_hub.go)
+	// replicated: the store confirms its reads (Store.replicated), and a
+	// watch's initial state waits for the stream leader's last revision.
+	replicated bool
+	// read returns a key's last message (Store.read).
+	read func(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, error)
+	// fail translates the error of a failed watch creation (Store.fail).
+	fail func(ctx context.Context, what string, err error) error
+	// watched records what a watch delivered in the key book (Store.watched).
+	watched func(e jetstream.KeyValueEntry)
+	// emit hands an event to Config.OnEvent (Store.emit).
+	emit func(ev Event)
 }
 
 var (
@@ -217,6 +241,9 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		s.putPrefix = prefix + s.subject
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
+	s.watches = watches{storeConn: &s.storeConn, openedBucket: &s.openedBucket, storeLife: &s.storeLife,
+		cfg: &s.cfg, log: s.log, health: &s.health, replicated: s.replicated(),
+		read: s.read, fail: s.fail, watched: s.watched, emit: s.emit}
 	s.followConn()
 	s.watchIsolation(prefix)
 
@@ -224,7 +251,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	// permission learns it now, clearly, and not as a timeout later.
 	if err := failFast(ctx, nc, s.probe); err != nil {
 		s.stop()
-		s.watches.Wait() // followConn's goroutine
+		s.goroutines.Wait() // followConn's goroutine
 		return nil, explain(ctx, nc, err)
 	}
 	s.opened(ctx, st)
@@ -385,7 +412,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		s.stop()
 		done := make(chan struct{})
-		go func() { s.watches.Wait(); close(done) }()
+		go func() { s.goroutines.Wait(); close(done) }()
 		timer := time.NewTimer(s.cfg.closeTimeout())
 		defer timer.Stop()
 		select {
@@ -419,9 +446,9 @@ var errLinkLost = errors.New("natsstore: connection to NATS lost while waiting f
 func (s *Store) followConn() {
 	status := s.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	s.setLink(s.nc.Status() == nats.CONNECTED)
-	s.watches.Add(1)
+	s.goroutines.Add(1)
 	go func() {
-		defer s.watches.Done()
+		defer s.goroutines.Done()
 		defer s.nc.RemoveStatusListener(status)
 		for {
 			select {

@@ -112,32 +112,32 @@ type keyMsg struct {
 // watch of one key, it also reads the key once, for a change made while
 // the lost watch was silent.
 func (r *watchRun) startHints() {
-	s := r.s
-	if r.hint != nil || s.nc == nil || s.hintsRefused.Load() {
+	ws := r.ws
+	if r.hint != nil || ws.nc == nil || ws.hintsRefused.Load() {
 		return
 	}
-	if err := s.nc.LastError(); hintRefusal(err) {
-		s.hintsRefused.Store(true)
-		s.log.Info("natsstore: the user may not subscribe to the bucket's keys; a standby whose watch is down "+
+	if err := ws.nc.LastError(); hintRefusal(err) {
+		ws.hintsRefused.Store(true)
+		ws.log.Info("natsstore: the user may not subscribe to the bucket's keys; a standby whose watch is down "+
 			"learns of a release at its next poll", "err", err)
 		return
 	}
-	h := &hints{pre: s.putPrefix, wake: make(chan struct{}, 1), pending: map[string]hinted{}}
+	h := &hints{pre: ws.putPrefix, wake: make(chan struct{}, 1), pending: map[string]hinted{}}
 	if !strings.HasSuffix(r.key, ">") {
 		// Set before the subscription's goroutine may touch them.
 		h.pending[r.key] = hinted{}
 		h.wake <- struct{}{}
 	}
-	sub, err := s.nc.Subscribe(s.putPrefix+r.key, h.handle)
+	sub, err := ws.nc.Subscribe(ws.putPrefix+r.key, h.handle)
 	if err != nil {
-		s.log.Debug("natsstore: following a watch's keys while it is down failed", "lease", r.key, "err", err)
+		ws.log.Debug("natsstore: following a watch's keys while it is down failed", "lease", r.key, "err", err)
 		return
 	}
 	h.sub = sub
 	// Once the server has the subscription, every write is seen: the read
 	// of the key asked for above (made once this returns) covers the ones
 	// made before.
-	_ = s.nc.FlushTimeout(hintFlushLimit)
+	_ = ws.nc.FlushTimeout(hintFlushLimit)
 	r.hint = h
 	r.hintRevs = map[string]uint64{}
 }
@@ -176,18 +176,18 @@ func (r *watchRun) readHints(ctx context.Context) {
 		floors[k] = max(r.hintFloor, r.hintRevs[k])
 	}
 	r.hintReading = true
-	gen, s := r.hintGen, r.s
-	s.watches.Add(1) // the caller's goroutine holds a count
+	gen, ws := r.hintGen, r.ws
+	ws.goroutines.Add(1) // the caller's goroutine holds a count
 	go func() {
-		defer s.watches.Done()
-		r.hintsRead <- hintRead{gen: gen, found: s.readWritten(ctx, keys, floors)} // never blocks: one at a time
+		defer ws.goroutines.Done()
+		r.hintsRead <- hintRead{gen: gen, found: ws.readWritten(ctx, keys, floors)} // never blocks: one at a time
 	}()
 }
 
 // readWritten reads each key of keys until it shows a revision above its
 // floor, pausing as hintRetries says while it still shows the revision its
 // writes expected, and returns the messages that showed one.
-func (s *Store) readWritten(ctx context.Context, keys map[string]hinted, floors map[string]uint64) []keyMsg {
+func (ws *watches) readWritten(ctx context.Context, keys map[string]hinted, floors map[string]uint64) []keyMsg {
 	var found []keyMsg
 	for _, pause := range hintRetries {
 		if len(keys) == 0 {
@@ -203,7 +203,7 @@ func (s *Store) readWritten(ctx context.Context, keys map[string]hinted, floors 
 			}
 		}
 		for k, h := range keys {
-			m, err := s.read(ctx, time.Now().Add(hintReadLimit), k)
+			m, err := ws.read(ctx, time.Now().Add(hintReadLimit), k)
 			switch {
 			case err != nil:
 				delete(keys, k) // the watch's re-creation, or a standby's poll, tells
@@ -230,7 +230,7 @@ func (r *watchRun) deliverHints(res hintRead) {
 			continue
 		}
 		r.hintRevs[f.key] = m.Sequence
-		r.out.entry(&kvEntry{bucket: r.s.bucket, key: f.key, value: m.Data, revision: m.Sequence, created: m.Time,
+		r.out.entry(&kvEntry{bucket: r.ws.bucket, key: f.key, value: m.Data, revision: m.Sequence, created: m.Time,
 			op: entryOp(m.Header), expiry: expiryMarker(m.Header)}, false)
 	}
 }

@@ -42,7 +42,7 @@ func TestStartHintsWhileTheKeyIsWritten(t *testing.T) {
 	defer cancel()
 
 	for range 30 {
-		r := s.newWatchRun("job", nil)
+		r := s.watches.newWatchRun("job", nil)
 		started := make(chan struct{})
 		go func() {
 			defer close(started)

@@ -47,7 +47,7 @@ type watchHub struct {
 // sharedWatch is the run of one key and its callers; it is the run's
 // watchOutput.
 type sharedWatch struct {
-	s      *Store
+	ws     *watches
 	key    string
 	cancel context.CancelFunc // stops the run
 	ready  chan struct{}      // closed once the run's first KV watch is made or has failed
@@ -67,17 +67,17 @@ type watchCaller struct {
 
 // joinWatch adds a caller to the run of key, starting one if there is none.
 // The caller leaves when ctx is done.
-func (s *Store) joinWatch(ctx context.Context, key string) (*sharedWatch, *watchCaller, error) {
-	h := &s.hub
+func (ws *watches) joinWatch(ctx context.Context, key string) (*sharedWatch, *watchCaller, error) {
+	h := &ws.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s.closed.Load() {
+	if ws.closed.Load() {
 		return nil, nil, lease.ErrClosed
 	}
 	w := h.runs[key]
 	if w == nil {
 		var err error
-		if w, err = s.startShared(key); err != nil {
+		if w, err = ws.startShared(key); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -86,39 +86,39 @@ func (s *Store) joinWatch(ctx context.Context, key string) (*sharedWatch, *watch
 	defer w.mu.Unlock()
 	w.callers[c] = struct{}{}
 	if w.known {
-		s.send(c.events, w.last)
+		send(c.events, w.last)
 	}
-	// Runs on its own goroutine, never here: s.hub.mu is held.
-	c.stop = context.AfterFunc(ctx, func() { s.leaveWatch(w, c) })
+	// Runs on its own goroutine, never here: ws.hub.mu is held.
+	c.stop = context.AfterFunc(ctx, func() { ws.leaveWatch(w, c) })
 	return w, c, nil
 }
 
 // startShared starts the run of key and makes it the one new callers of
-// key join; the caller holds s.hub.mu and adds the run's first caller
+// key join; the caller holds ws.hub.mu and adds the run's first caller
 // before releasing it.
-func (s *Store) startShared(key string) (*sharedWatch, error) {
+func (ws *watches) startShared(key string) (*sharedWatch, error) {
 	// Count the creation among the store's goroutines, so that Close waits
 	// for it; the run counts itself (follow).
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
+	ws.mu.Lock()
+	if ws.closed.Load() {
+		ws.mu.Unlock()
 		return nil, lease.ErrClosed
 	}
-	s.watches.Add(1)
-	s.mu.Unlock()
+	ws.goroutines.Add(1)
+	ws.mu.Unlock()
 
 	// The run lives until its last caller leaves (or the store closes).
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &sharedWatch{s: s, key: key, cancel: cancel, ready: make(chan struct{}),
+	w := &sharedWatch{ws: ws, key: key, cancel: cancel, ready: make(chan struct{}),
 		callers: map[*watchCaller]struct{}{}}
-	if s.hub.runs == nil {
-		s.hub.runs = map[string]*sharedWatch{}
+	if ws.hub.runs == nil {
+		ws.hub.runs = map[string]*sharedWatch{}
 	}
-	s.hub.runs[key] = w
+	ws.hub.runs[key] = w
 	go func() {
-		defer s.watches.Done()
+		defer ws.goroutines.Done()
 		defer close(w.ready)
-		if err := s.follow(ctx, key, w); err != nil {
+		if err := ws.follow(ctx, key, w); err != nil {
 			w.err = err
 			w.close() // follow does not: no run started
 		}
@@ -128,8 +128,8 @@ func (s *Store) startShared(key string) (*sharedWatch, error) {
 
 // leaveWatch removes c from w and closes its channel; the last caller to
 // leave stops the run.
-func (s *Store) leaveWatch(w *sharedWatch, c *watchCaller) {
-	h := &s.hub
+func (ws *watches) leaveWatch(w *sharedWatch, c *watchCaller) {
+	h := &ws.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w.mu.Lock()
@@ -155,7 +155,7 @@ func (h *watchHub) drop(w *sharedWatch) {
 
 func (w *sharedWatch) start() {}
 
-func (w *sharedWatch) entry(e jetstream.KeyValueEntry, _ bool) { w.deliver(w.s.event(e)) }
+func (w *sharedWatch) entry(e jetstream.KeyValueEntry, _ bool) { w.deliver(w.ws.event(e)) }
 
 func (w *sharedWatch) initialDone(seen bool) {
 	if !seen { // the key is empty: say so, it is its current state
@@ -169,14 +169,14 @@ func (w *sharedWatch) deliver(ev lease.Event) {
 	defer w.mu.Unlock()
 	w.last, w.known = ev, true
 	for c := range w.callers {
-		w.s.send(c.events, ev)
+		send(c.events, ev)
 	}
 }
 
 // close ends w for good: no caller joins it any more, and every caller's
 // channel closes.
 func (w *sharedWatch) close() {
-	h := &w.s.hub
+	h := &w.ws.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.drop(w)

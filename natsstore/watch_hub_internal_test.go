@@ -117,9 +117,9 @@ func awaitSignal[T any](t *testing.T, ch <-chan T, what string) T {
 func awaitCallers(t *testing.T, s *Store, key string, n int) {
 	t.Helper()
 	count := func() int {
-		s.hub.mu.Lock()
-		defer s.hub.mu.Unlock()
-		w := s.hub.runs[key]
+		s.watches.hub.mu.Lock()
+		defer s.watches.hub.mu.Unlock()
+		w := s.watches.hub.runs[key]
 		if w == nil {
 			return 0
 		}

@@ -27,13 +27,18 @@ const (
 // reconnects and leader changes; a silence is reported as WatchStalled. See
 // docs/nats.md, "Watches".
 func (s *Store) Watch(ctx context.Context, leaseID string) (<-chan lease.Event, error) {
+	return s.watches.watch(ctx, leaseID)
+}
+
+// watch is Store.Watch.
+func (ws *watches) watch(ctx context.Context, leaseID string) (<-chan lease.Event, error) {
 	if err := lease.ValidateLeaseID(leaseID); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w, c, err := s.joinWatch(ctx, leaseID)
+	w, c, err := ws.joinWatch(ctx, leaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -60,46 +65,46 @@ type watchOutput interface {
 // to out, and then calls out.close. The first KV watch is made before follow
 // returns, so that its errors reach the caller; out.close is not called
 // then.
-func (s *Store) follow(ctx context.Context, filter string, out watchOutput) error {
+func (ws *watches) follow(ctx context.Context, filter string, out watchOutput) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	// Count the watch among the store's goroutines before making it, so
 	// that Close waits for it and its teardown from here on.
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
+	ws.mu.Lock()
+	if ws.closed.Load() {
+		ws.mu.Unlock()
 		return lease.ErrClosed
 	}
-	s.watches.Add(1)
-	s.mu.Unlock()
+	ws.goroutines.Add(1)
+	ws.mu.Unlock()
 	started := false
 	defer func() {
 		if !started {
-			s.watches.Done()
+			ws.goroutines.Done()
 		}
 	}()
 
 	// Watches live until ctx is done or the store closes.
-	wctx, cancel := context.WithCancel(s.life)
+	wctx, cancel := context.WithCancel(ws.life)
 	stopWith := context.AfterFunc(ctx, cancel)
 	var reconnected chan nats.Status
-	if s.nc != nil {
-		reconnected = s.nc.StatusChanged(nats.CONNECTED)
+	if ws.nc != nil {
+		reconnected = ws.nc.StatusChanged(nats.CONNECTED)
 	}
 	stop := func() {
 		stopWith()
 		cancel()
 		if reconnected != nil {
-			s.nc.RemoveStatusListener(reconnected)
+			ws.nc.RemoveStatusListener(reconnected)
 		}
 	}
 
 	// The first watch is made here so that its errors reach the caller.
 	var w *keyWatch
-	err := failFastConn(ctx, s.nc, func(fctx context.Context) error {
+	err := failFastConn(ctx, ws.nc, func(fctx context.Context) error {
 		var err error
-		w, err = s.startWatch(filter, s.cfg.timeout(), wctx, fctx)
+		w, err = ws.startWatch(filter, ws.cfg.timeout(), wctx, fctx)
 		return err
 	})
 	if err != nil {
@@ -107,25 +112,25 @@ func (s *Store) follow(ctx context.Context, filter string, out watchOutput) erro
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("natsstore: watch %s: %w", filter, cerr)
 		}
-		if s.closed.Load() {
+		if ws.closed.Load() {
 			return lease.ErrClosed
 		}
-		return s.fail(ctx, "watch "+filter, err)
+		return ws.fail(ctx, "watch "+filter, err)
 	}
-	if s.closed.Load() { // closed while the watch was being made
-		s.retire(w)
+	if ws.closed.Load() { // closed while the watch was being made
+		ws.retire(w)
 		stop()
 		return lease.ErrClosed
 	}
 
-	s.running.Add(1)
+	ws.running.Add(1)
 	started = true
 	go func() {
-		defer s.watches.Done()
-		defer s.running.Add(-1)
+		defer ws.goroutines.Done()
+		defer ws.running.Add(-1)
 		defer out.close()
 		defer stop()
-		r := s.newWatchRun(filter, out)
+		r := ws.newWatchRun(filter, out)
 		r.run(wctx, w, reconnected)
 	}()
 	return nil
@@ -151,12 +156,12 @@ func (w *keyWatch) stop() { _ = w.Stop() }
 
 // retire stops w in the background. The goroutine counts among the store's
 // (Close waits for it and reports it when it does not end), so the caller
-// must hold a count of the store's watches itself.
+// must hold a count of the store's goroutines itself.
 func (l *storeLife) retire(w *keyWatch) {
 	l.running.Add(1)
-	l.watches.Add(1)
+	l.goroutines.Add(1)
 	go func() {
-		defer l.watches.Done()
+		defer l.goroutines.Done()
 		defer l.running.Add(-1)
 		w.stop()
 	}()
@@ -166,11 +171,11 @@ func (l *storeLife) retire(w *keyWatch) {
 var errCreateTimeout = errors.New("natsstore: creating the watch took too long")
 
 // startWatch creates a KV watch of key; the caller must hold a count of
-// s.watches. The creation is bounded by limit,
+// ws.goroutines. The creation is bounded by limit,
 // by every context in bounds and by the connection: a watch requested while
 // the connection is lost is abandoned at once. The watch itself lives until
 // it is stopped.
-func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Context) (*keyWatch, error) {
+func (ws *watches) startWatch(key string, limit time.Duration, bounds ...context.Context) (*keyWatch, error) {
 	wctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	timer := time.AfterFunc(limit, func() { cancel(errCreateTimeout) })
@@ -178,11 +183,11 @@ func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Co
 	for _, b := range bounds {
 		stops = append(stops, context.AfterFunc(b, func() { cancel(context.Cause(b)) }))
 	}
-	if l := s.link.Load(); l != nil {
+	if l := ws.link.Load(); l != nil {
 		stops = append(stops, context.AfterFunc(l.ctx, func() { cancel(errLinkLost) }))
 	}
 	begin := time.Now()
-	w, err := s.kv.Watch(wctx, key)
+	w, err := ws.kv.Watch(wctx, key)
 	took := time.Since(begin)
 	intime := true
 	for _, stop := range stops {
@@ -190,7 +195,7 @@ func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Co
 	}
 	kw := &keyWatch{KeyWatcher: w}
 	if err == nil && !intime {
-		s.retire(kw)
+		ws.retire(kw)
 		err = context.Cause(wctx)
 	}
 	if err != nil {
@@ -199,13 +204,13 @@ func (s *Store) startWatch(key string, limit time.Duration, bounds ...context.Co
 		}
 		return nil, err
 	}
-	s.health.createdIn.Store(int64(took))
+	ws.health.createdIn.Store(int64(took))
 	return kw, nil
 }
 
 // event translates a KV watch entry.
-func (s *Store) event(e jetstream.KeyValueEntry) lease.Event {
-	s.watched(e) // starts the observation clock of the revision (keys_observe.go)
+func (ws *watches) event(e jetstream.KeyValueEntry) lease.Event {
+	ws.watched(e) // starts the observation clock of the revision (keys_observe.go)
 	ev := lease.Event{LeaseID: e.Key(), Revision: e.Revision()}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
@@ -221,7 +226,7 @@ func (s *Store) event(e jetstream.KeyValueEntry) lease.Event {
 
 // send hands ev over, replacing an event the receiver has not taken yet: the
 // channel is coalescing, and the latest event is never lost.
-func (s *Store) send(events chan lease.Event, ev lease.Event) {
+func send(events chan lease.Event, ev lease.Event) {
 	for {
 		select {
 		case events <- ev:

@@ -41,9 +41,9 @@ func (c Config) watchCheck() time.Duration {
 }
 
 // attemptLimit bounds one attempt to re-create a watch.
-func (s *Store) attemptLimit() time.Duration {
-	limit := max(rewatchAttempt, 10*time.Duration(s.health.createdIn.Load()))
-	return min(limit, s.cfg.timeout())
+func (ws *watches) attemptLimit() time.Duration {
+	limit := max(rewatchAttempt, 10*time.Duration(ws.health.createdIn.Load()))
+	return min(limit, ws.cfg.timeout())
 }
 
 // watchRun keeps the KV watch of one Watch or WatchPrefix call alive and
@@ -52,7 +52,7 @@ func (s *Store) attemptLimit() time.Duration {
 // its key (or under its prefix), and reports a watch that was silent for
 // longer than it should be.
 type watchRun struct {
-	s        *Store
+	ws       *watches
 	key      string        // the key watched, or a prefix followed by ">"
 	out      watchOutput   // where its entries go
 	interval time.Duration // of the liveness check; 0 when disabled
@@ -131,12 +131,12 @@ type checkResult struct {
 	err error
 }
 
-func (s *Store) newWatchRun(key string, out watchOutput) *watchRun {
+func (ws *watches) newWatchRun(key string, out watchOutput) *watchRun {
 	r := &watchRun{
-		s:             s,
+		ws:            ws,
 		key:           key,
 		out:           out,
-		interval:      s.cfg.watchCheck(),
+		interval:      ws.cfg.watchCheck(),
 		leaderCatchUp: leaderCatchUp{leaderRead: make(chan checkResult, 1)},
 		liveCheck:     liveCheck{checked: make(chan checkResult, 1)},
 		rewatch:       rewatch{pause: rewatchMin, created: make(chan created, 1)},
@@ -206,11 +206,11 @@ func (r *watchRun) startTimers() {
 // writes and stops the timers.
 func (r *watchRun) stop() {
 	if r.w != nil {
-		r.s.retire(r.w)
+		r.ws.retire(r.w)
 	}
 	if r.creating {
 		if c := <-r.created; c.w != nil {
-			r.s.retire(c.w)
+			r.ws.retire(c.w)
 		}
 	}
 	r.stopHints()
@@ -236,7 +236,7 @@ func (r *watchRun) watchEnded() {
 			cause, since = err.Error(), heard
 		}
 	}
-	r.s.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key, "cause", cause)
+	r.ws.log.Debug("natsstore: watch ended; re-creating it", "lease", r.key, "cause", cause)
 	r.lose(cause, since)
 	if !r.reported && time.Since(r.lostAt) >= r.stallAt {
 		r.report()
@@ -247,7 +247,7 @@ func (r *watchRun) watchEnded() {
 // afterReconnect re-creates the watch after a reconnect: the one in use is
 // lost, and one being made is made again.
 func (r *watchRun) afterReconnect(ctx context.Context) {
-	r.s.log.Debug("natsstore: reconnected; re-creating the watch", "lease", r.key)
+	r.ws.log.Debug("natsstore: reconnected; re-creating the watch", "lease", r.key)
 	if r.w != nil {
 		r.lose("the connection to NATS was lost", time.Now())
 	}
@@ -296,7 +296,7 @@ func (r *watchRun) use(ctx context.Context, w *keyWatch) {
 	if r.interval > 0 {
 		r.check.Reset(r.interval)
 	}
-	if r.s.replicated() {
+	if r.ws.replicated {
 		r.readLeaderRev(ctx)
 	}
 }
@@ -339,7 +339,7 @@ func (r *watchRun) settle() {
 	if !r.initial || !r.ownDone {
 		return
 	}
-	if r.s.replicated() && (!r.leaderKnown || r.rev < r.leaderRev) {
+	if r.ws.replicated && (!r.leaderKnown || r.rev < r.leaderRev) {
 		return
 	}
 	r.initial = false
@@ -357,7 +357,7 @@ func (r *watchRun) readLeaderRev(ctx context.Context) {
 		return
 	}
 	r.leaderReading = true
-	r.readLast(ctx, r.s.cfg.timeout(), r.leaderRead)
+	r.readLast(ctx, r.ws.cfg.timeout(), r.leaderRead)
 }
 
 // leaderRevAnswered takes the answer of a read for leaderRev. Until the
@@ -375,7 +375,7 @@ func (r *watchRun) leaderRevAnswered(ctx context.Context, res checkResult) {
 		return
 	}
 	if res.err != nil {
-		r.s.log.Debug("natsstore: reading the last revision of a watch's keys failed; retrying",
+		r.ws.log.Debug("natsstore: reading the last revision of a watch's keys failed; retrying",
 			"lease", r.key, "err", res.err, "pause", r.leaderPause)
 	} else if !r.leaderKnown || res.rev < r.leaderRev {
 		r.leaderRev, r.leaderKnown = res.rev, true
@@ -394,7 +394,7 @@ func (r *watchRun) startCheck(ctx context.Context) {
 		return
 	}
 	r.reading = true
-	r.readLast(ctx, min(r.interval, r.s.cfg.timeout()), r.checked)
+	r.readLast(ctx, min(r.interval, r.ws.cfg.timeout()), r.checked)
 }
 
 // readLast reads the last revision of the run's key (or under its prefix)
@@ -402,12 +402,12 @@ func (r *watchRun) startCheck(ctx context.Context) {
 // generation and the read's send time, on out, which has room for it: its
 // caller makes one such read at a time.
 func (r *watchRun) readLast(ctx context.Context, bound time.Duration, out chan<- checkResult) {
-	gen, s := r.gen, r.s
-	s.watches.Add(1) // the caller's goroutine holds a count
+	gen, ws := r.gen, r.ws
+	ws.goroutines.Add(1) // the caller's goroutine holds a count
 	go func() {
-		defer s.watches.Done()
+		defer ws.goroutines.Done()
 		at := time.Now()
-		m, err := s.read(ctx, at.Add(bound), r.key)
+		m, err := ws.read(ctx, at.Add(bound), r.key)
 		res := checkResult{gen: gen, at: at, err: err}
 		if err == nil {
 			res.rev = m.Sequence
@@ -418,7 +418,7 @@ func (r *watchRun) readLast(ctx context.Context, bound time.Duration, out chan<-
 
 // stalled handles a watch that did not deliver a revision a check read.
 func (r *watchRun) stalled(ctx context.Context) {
-	r.lose(r.s.stallCause(), r.pendingAt)
+	r.lose(r.ws.stallCause(), r.pendingAt)
 	r.report()
 	r.recreate(ctx)
 }
@@ -427,7 +427,7 @@ func (r *watchRun) stalled(ctx context.Context) {
 // follows the watch's keys through their writes until a new watch is made.
 func (r *watchRun) lose(cause string, since time.Time) {
 	if r.w != nil {
-		r.s.retire(r.w)
+		r.ws.retire(r.w)
 		r.w = nil
 		r.hintFloor = max(r.hintFloor, r.rev)
 	}
@@ -457,11 +457,11 @@ func (r *watchRun) recreate(ctx context.Context) {
 		r.lostAt = time.Now()
 	}
 	r.creating = true
-	s, limit := r.s, r.s.attemptLimit()
-	s.watches.Add(1) // the caller's goroutine holds a count
+	ws, limit := r.ws, r.ws.attemptLimit()
+	ws.goroutines.Add(1) // the caller's goroutine holds a count
 	go func() {
-		defer s.watches.Done()
-		w, err := s.startWatch(r.key, limit, ctx)
+		defer ws.goroutines.Done()
+		w, err := ws.startWatch(r.key, limit, ctx)
 		r.created <- created{w: w, err: err} // never blocks: one at a time
 	}()
 }
@@ -480,14 +480,14 @@ func (r *watchRun) made(ctx context.Context, c created) {
 		return
 	}
 	if c.w != nil {
-		r.s.retire(c.w)
+		r.ws.retire(c.w)
 	}
 	if err := c.err; err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		r.cause = r.s.recreateCause(err)
-		r.s.log.Debug("natsstore: re-creating a watch failed; retrying", "lease", r.key, "err", err, "pause", r.pause)
+		r.cause = r.ws.recreateCause(err)
+		r.ws.log.Debug("natsstore: re-creating a watch failed; retrying", "lease", r.key, "err", err, "pause", r.pause)
 		if !r.reported && time.Since(r.lostAt) >= r.stallAt {
 			r.report()
 		}
@@ -503,9 +503,9 @@ func (r *watchRun) made(ctx context.Context, c created) {
 // report says that the watch has been silent for longer than it should.
 func (r *watchRun) report() {
 	r.reported = true
-	ev := WatchStalled{Bucket: r.s.bucket, Key: r.key, Silent: time.Since(r.lostAt), Cause: r.cause}
-	r.s.log.Warn("natsstore: a watch is silent; re-creating it", "lease", r.key, "silent", ev.Silent, "cause", ev.Cause)
-	r.s.emit(ev)
+	ev := WatchStalled{Bucket: r.ws.bucket, Key: r.key, Silent: time.Since(r.lostAt), Cause: r.cause}
+	r.ws.log.Warn("natsstore: a watch is silent; re-creating it", "lease", r.key, "silent", ev.Silent, "cause", ev.Cause)
+	r.ws.emit(ev)
 }
 
 // recovered ends a silence once a new watch has delivered the key's state.
@@ -515,20 +515,20 @@ func (r *watchRun) recovered() {
 		return
 	}
 	if r.reported {
-		ev := WatchRecovered{Bucket: r.s.bucket, Key: r.key, Silent: time.Since(r.lostAt)}
-		r.s.log.Info("natsstore: a silent watch delivers again", "lease", r.key, "silent", ev.Silent)
-		r.s.emit(ev)
+		ev := WatchRecovered{Bucket: r.ws.bucket, Key: r.key, Silent: time.Since(r.lostAt)}
+		r.ws.log.Info("natsstore: a silent watch delivers again", "lease", r.key, "silent", ev.Silent)
+		r.ws.emit(ev)
 	}
 	r.lostAt, r.cause, r.reported = time.Time{}, "", false
 }
 
 // stallCause names the likely cause of a watch that stopped delivering.
-func (s *Store) stallCause() string {
-	if s.nc != nil {
-		if err := s.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) &&
+func (ws *watches) stallCause() string {
+	if ws.nc != nil {
+		if err := ws.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) &&
 			strings.Contains(err.Error(), "$JS.FC.") {
 			return "the server stopped delivering because this user may not answer its flow control; " +
-				"allow it to publish to $JS.FC.KV_" + s.bucket + ".> (" + err.Error() + ")"
+				"allow it to publish to $JS.FC.KV_" + ws.bucket + ".> (" + err.Error() + ")"
 		}
 	}
 	return "the watch's consumer stopped delivering (lost with its server or in a stream leader change, " +

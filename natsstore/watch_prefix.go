@@ -23,16 +23,21 @@ import (
 // ErrPermission when the user may not watch) or lease.ErrClosed. See
 // docs/nats.md, "Watches".
 func (s *Store) WatchPrefix(ctx context.Context, prefix string) ([]lease.Event, <-chan lease.Event, error) {
+	return s.watches.watchPrefix(ctx, prefix)
+}
+
+// watchPrefix is Store.WatchPrefix.
+func (ws *watches) watchPrefix(ctx context.Context, prefix string) ([]lease.Event, <-chan lease.Event, error) {
 	if err := validatePrefix(prefix); err != nil {
 		return nil, nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	o := newPrefixOutput(s, cancel)
-	if err := s.follow(wctx, prefix+">", o); err != nil {
+	o := newPrefixOutput(ws, cancel)
+	if err := ws.follow(wctx, prefix+">", o); err != nil {
 		o.close()
 		return nil, nil, err
 	}
-	timer := time.NewTimer(s.cfg.timeout())
+	timer := time.NewTimer(ws.cfg.timeout())
 	defer timer.Stop()
 	var err error
 	select {
@@ -41,7 +46,7 @@ func (s *Store) WatchPrefix(ctx context.Context, prefix string) ([]lease.Event, 
 	case <-o.ended:
 	case <-timer.C:
 		err = fmt.Errorf("natsstore: watch %s>: %w: the current state did not arrive within %v",
-			prefix, lease.ErrUnavailable, s.cfg.timeout())
+			prefix, lease.ErrUnavailable, ws.cfg.timeout())
 	case <-ctx.Done():
 	}
 	cancel()
@@ -49,7 +54,7 @@ func (s *Store) WatchPrefix(ctx context.Context, prefix string) ([]lease.Event, 
 	switch {
 	case ctx.Err() != nil:
 		return nil, nil, fmt.Errorf("natsstore: watch %s>: %w", prefix, context.Cause(ctx))
-	case s.closed.Load():
+	case ws.closed.Load():
 		return nil, nil, lease.ErrClosed
 	case err == nil:
 		err = fmt.Errorf("natsstore: watch %s>: %w: the watch ended before its current state arrived",
@@ -76,7 +81,7 @@ func validatePrefix(prefix string) error {
 // pumped to the receiver's channel by a goroutine of its own, so that the
 // watch never waits for the receiver.
 type prefixOutput struct {
-	s      *Store
+	ws     *watches
 	cancel context.CancelFunc // ends the watch
 	queue  *eventqueue.Queue
 	events chan lease.Event   // the receiver's channel
@@ -93,9 +98,9 @@ type prefixOutput struct {
 	snapshot map[string]bool        // the keys of the initial state that arrives, nil between them
 }
 
-func newPrefixOutput(s *Store, cancel context.CancelFunc) *prefixOutput {
+func newPrefixOutput(ws *watches, cancel context.CancelFunc) *prefixOutput {
 	o := &prefixOutput{
-		s: s, cancel: cancel, queue: eventqueue.New(),
+		ws: ws, cancel: cancel, queue: eventqueue.New(),
 		events: make(chan lease.Event), ready: make(chan []lease.Event, 1), ended: make(chan struct{}),
 		pumped: make(chan struct{}), first: true, held: map[string]bool{},
 	}
@@ -116,7 +121,7 @@ func (o *prefixOutput) start() {
 }
 
 func (o *prefixOutput) entry(e jetstream.KeyValueEntry, initial bool) {
-	ev := o.s.event(e)
+	ev := o.ws.event(e)
 	if initial && o.snapshot != nil {
 		o.snapshot[ev.LeaseID] = true
 	}
