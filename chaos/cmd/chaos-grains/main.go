@@ -2,12 +2,15 @@
 // chaos suite: protoactor-go's cluster with package grains as its provider
 // and, with -lookup aster, as its identity lookup (each activation holds a
 // lock with a fencing token under the member's session), or, with -lookup
-// disthash, protoactor-go's own disthash lookup over the same membership.
+// disthash, protoactor-go's own disthash lookup over the same membership;
+// or, with -lookup automanaged, protoactor-go's own cluster, its
+// automanaged provider (on loopback, -am-port and -am-hosts) and disthash,
+// with nothing of package grains and no NATS.
 // Its counter grains write through the suite's fenced resource, one write
 // per message, under the lease ID grains.<identity>: with the activation's
 // tenure (aster), or with token 0 and a term of the activation's own
-// (disthash: it has no token, and its writes are judged without the
-// fence).
+// (disthash, automanaged: no token, and their writes are judged without
+// the fence).
 //
 // With -calls, the process also runs -callers callers that call the
 // -identities grains in turn, once it sees -members members, and appends
