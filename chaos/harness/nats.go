@@ -258,13 +258,3 @@ func (c *Cluster) WaitHealthy(ctx context.Context, limit time.Duration) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}

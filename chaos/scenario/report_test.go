@@ -77,11 +77,11 @@ func writeReport(path string) error {
 		b.WriteString(report.FailoverMarkdown(fs))
 		b.WriteString(failoverFooter)
 	}
-	// protoactor-go's own lookup under the grains scenarios' faults, beside
-	// ours: reported, not counted.
+	// protoactor-go's own lookup and cluster under the grains scenarios'
+	// faults, beside ours: reported, not counted.
 	var peers []report.Row
 	cs = slices.DeleteFunc(cs, func(r report.Row) bool {
-		if strings.HasPrefix(r.Scenario, "grains-disthash-") {
+		if strings.HasPrefix(r.Scenario, "grains-disthash-") || strings.HasPrefix(r.Scenario, "grains-automanaged-") {
 			peers = append(peers, r)
 			return true
 		}
@@ -198,17 +198,20 @@ reference clock, and checks it.
 `
 
 const grainsPeerHeader = `
-## Virtual actors: protoactor-go's own lookup
+## Virtual actors: protoactor-go's own lookup and cluster
 
 The grains scenarios (` + "`grains-*`" + ` above: package ` + "`grains`" + ` as
 protoactor-go's cluster provider and identity lookup) run again with
-protoactor-go's own ` + "`disthash`" + ` lookup over the same membership
-(the members' leases; protoactor-go's own providers need Consul, etcd,
-ZooKeeper or Kubernetes, its automanaged provider a module the suite does
-not require, and its test provider works within one process). Its grains
-have no token: each activation writes with a term of its own, and its writes
-are judged without the fence. A duplicate activation is two activations of
-one identity whose writes (from the first to the last each sent) overlap in
+protoactor-go's own ` + "`disthash`" + ` lookup over the same membership (the
+members' leases; ` + "`grains-disthash-*`" + `), and, but for the partition
+(which drops only NATS traffic), with protoactor-go's own cluster: its
+automanaged provider, each member polling every member's ` + "`/_health`" + `
+every 2 s, and ` + "`disthash`" + `, with no NATS (` + "`grains-automanaged-*`" + `;
+its other providers need Consul, etcd, ZooKeeper or Kubernetes, and its
+test provider works within one process). Their grains have no token: each
+activation writes with a term of its own, and its writes are judged
+without the fence. A duplicate activation is two activations of one
+identity whose writes (from the first to the last each sent) overlap in
 time. These figures are reported, not counted above and not asserted:
 
 `

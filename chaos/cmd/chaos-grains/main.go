@@ -2,12 +2,15 @@
 // chaos suite: protoactor-go's cluster with package grains as its provider
 // and, with -lookup aster, as its identity lookup (each activation holds a
 // lock with a fencing token under the member's session), or, with -lookup
-// disthash, protoactor-go's own disthash lookup over the same membership.
+// disthash, protoactor-go's own disthash lookup over the same membership;
+// or, with -lookup automanaged, protoactor-go's own cluster, its
+// automanaged provider (on loopback, -am-port and -am-hosts) and disthash,
+// with nothing of package grains and no NATS.
 // Its counter grains write through the suite's fenced resource, one write
 // per message, under the lease ID grains.<identity>: with the activation's
 // tenure (aster), or with token 0 and a term of the activation's own
-// (disthash: it has no token, and its writes are judged without the
-// fence).
+// (disthash, automanaged: no token, and their writes are judged without
+// the fence).
 //
 // With -calls, the process also runs -callers callers that call the
 // -identities grains in turn, once it sees -members members, and appends
@@ -55,9 +58,9 @@ import (
 const kind = "counter"
 
 type options struct {
-	natsURL, fenceURL, proc, bucket, prefix, lookup, calls string
-	ttl, renew, callTimeout, attempt, every                time.Duration
-	identities, callers, members                           int
+	natsURL, fenceURL, proc, bucket, prefix, lookup, calls, amHosts string
+	ttl, renew, callTimeout, attempt, every                         time.Duration
+	identities, callers, members, amPort                            int
 }
 
 func main() {
@@ -67,8 +70,11 @@ func main() {
 	flag.StringVar(&o.proc, "proc", "member", "process name in the records")
 	flag.StringVar(&o.bucket, "bucket", natsstore.DefaultBucket, "KV bucket")
 	flag.StringVar(&o.prefix, "prefix", "chaos-grains", "grains.Config.Prefix (and the cluster's name)")
-	flag.StringVar(&o.lookup, "lookup", "aster", "identity lookup: aster (package grains) or disthash (protoactor-go's)")
-	flag.DurationVar(&o.ttl, "ttl", 2*time.Second, "the members' lease and session TTL")
+	flag.StringVar(&o.lookup, "lookup", "aster", "identity lookup: aster (package grains), disthash (protoactor-go's, "+
+		"over package grains' membership) or automanaged (protoactor-go's automanaged provider and disthash)")
+	flag.DurationVar(&o.ttl, "ttl", 2*time.Second, "the members' lease and session TTL (automanaged: its refresh)")
+	flag.IntVar(&o.amPort, "am-port", 0, "automanaged: the loopback port of this member's /_health")
+	flag.StringVar(&o.amHosts, "am-hosts", "", "automanaged: 127.0.0.1:port of every member, comma-separated")
 	flag.DurationVar(&o.renew, "renew", 500*time.Millisecond, "renew interval")
 	flag.StringVar(&o.calls, "calls", "", "run callers, and append their calls to this file")
 	flag.IntVar(&o.identities, "identities", 16, "callers: the number of grains called")
@@ -93,51 +99,49 @@ func run(ctx context.Context, o options) error {
 	if o.fenceURL == "" {
 		return errors.New("-fence is required")
 	}
-	if o.lookup != "aster" && o.lookup != "disthash" {
-		return fmt.Errorf("unknown -lookup %q", o.lookup)
-	}
 	// SIGUSR1 stops the callers (their calls in flight finish); the
 	// member goes on until SIGTERM.
 	calling, stopCalls := signal.NotifyContext(ctx, syscall.SIGUSR1)
 	defer stopCalls()
 	fence := resource.NewClient(o.fenceURL)
 	defer fence.Close()
-	nc, err := nats.Connect(o.natsURL, nats.Name(o.proc), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond), nats.Timeout(time.Second), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	openCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	store, err := natsstore.NewConn(openCtx, nc, natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2,
-		MaxTTL: o.ttl})
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer store.Close()
-
-	m, err := grains.New(store, grains.Config{Prefix: o.prefix, TTL: o.ttl, RenewInterval: o.renew})
-	if err != nil {
-		return err
-	}
 	g := &grain{o: o, fence: fence}
-	lookup := m.Lookup()
-	if o.lookup == "disthash" {
-		lookup = disthash.New()
-	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	c := cluster.New(sys, cluster.Configure(o.prefix, m.Provider(), lookup, remote.Configure("127.0.0.1", 0),
-		cluster.WithKinds(cluster.NewKind(kind, g.props()))))
-	if err := grains.StartMember(c); err != nil {
+	remoting := remote.Configure("127.0.0.1", 0)
+	kinds := cluster.WithKinds(cluster.NewKind(kind, g.props()))
+
+	var mb member
+	switch o.lookup {
+	case "aster", "disthash":
+		m, closeStore, err := grainsMember(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		lookup := m.Lookup()
+		if o.lookup == "disthash" {
+			lookup = disthash.New()
+		}
+		c := cluster.New(sys, cluster.Configure(o.prefix, m.Provider(), lookup, remoting, kinds))
+		mb = member{c: c, m: m, id: m.ID, members: func() int { return len(m.Members()) },
+			stop: func(ctx context.Context) { _ = grains.StopMember(ctx, c) }}
+	case "automanaged":
+		var err error
+		if mb, err = automanagedMember(sys, o, remoting, kinds); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown -lookup %q", o.lookup)
+	}
+	if err := grains.StartMember(mb.c); err != nil { // only recovers cluster.StartMember's panic
 		return err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = grains.StopMember(cctx, c)
+		mb.stop(cctx)
 	}()
-	fmt.Printf("member %s (%s, lookup %s)\n", o.proc, m.ID(), o.lookup)
+	fmt.Printf("member %s (%s, lookup %s)\n", o.proc, mb.id(), o.lookup)
 	if o.calls == "" {
 		fmt.Println("ready")
 		<-calling.Done()
@@ -145,7 +149,7 @@ func run(ctx context.Context, o options) error {
 		<-ctx.Done()
 		return nil
 	}
-	for len(m.Members()) < o.members {
+	for mb.members() < o.members {
 		select {
 		case <-calling.Done():
 			return nil
@@ -157,7 +161,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer out.Close()
-	cs := &callers{o: o, m: m, c: c, out: out}
+	cs := &callers{o: o, m: mb.m, c: mb.c, out: out}
 	fmt.Println("ready")
 	cs.run(calling)
 	if cs.err != nil {
@@ -166,6 +170,43 @@ func run(ctx context.Context, o options) error {
 	fmt.Println("callers stopped")
 	<-ctx.Done()
 	return nil
+}
+
+// member is the process's cluster member, whichever its provider.
+type member struct {
+	c       *cluster.Cluster
+	m       *grains.Member // nil with -lookup automanaged
+	id      func() string
+	members func() int                // the members it sees
+	stop    func(ctx context.Context) // leaves the cluster and stops the actor system
+}
+
+// grainsMember opens the store and makes the grains.Member (-lookup aster
+// or disthash); closeStore closes the store and the NATS connection.
+func grainsMember(ctx context.Context, o options) (m *grains.Member, closeStore func(), err error) {
+	nc, err := nats.Connect(o.natsURL, nats.Name(o.proc), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.Timeout(time.Second), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return nil, nil, err
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	store, err := natsstore.NewConn(openCtx, nc, natsstore.Config{Bucket: o.bucket, Timeout: o.ttl / 2,
+		MaxTTL: o.ttl})
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	closeStore = func() {
+		_ = store.Close()
+		nc.Close()
+	}
+	m, err = grains.New(store, grains.Config{Prefix: o.prefix, TTL: o.ttl, RenewInterval: o.renew})
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return m, closeStore, nil
 }
 
 // grain is the counter kind: each message is one fenced write.
