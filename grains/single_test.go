@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/asterforge/aster/grains"
 	"github.com/asterforge/aster/internal/natstest"
@@ -70,5 +74,69 @@ func TestOneMemberActivatesWithAToken(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, o.Held, "%s is released", key)
 		assert.NotZero(t, o.Revision, "%s was held", key)
+	}
+}
+
+// TestLostMembershipStopsActivations deletes a member's membership lease by
+// hand, as an operator might: its next renewal finds the key changed, the
+// lease is lost, and the member stops every activation and releases its
+// lock (the other members place those identities elsewhere once they see the
+// lease gone).
+func TestLostMembershipStopsActivations(t *testing.T) {
+	srv := natstest.Start(t)
+	stopped := make(chan string, 16)
+	props := actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *actor.Stopped:
+			if a, ok := grains.ActivationOf(c); ok {
+				stopped <- a.Identity()
+			}
+		case *wrapperspb.StringValue:
+			c.Respond(&wrapperspb.Int64Value{Value: 1})
+		}
+	})
+	m := startMemberProps(t, srv, props)
+	require.Eventually(t, func() bool { return len(m.m.Members()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ids := []string{"a", "b", "c"}
+	for _, id := range ids {
+		_, err := m.m.Request(ctx, kind, id, &wrapperspb.StringValue{Value: id})
+		require.NoError(t, err)
+	}
+	select {
+	case id := <-stopped:
+		t.Fatalf("%s stopped before the membership lease was lost", id)
+	default:
+	}
+
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx, natsstore.DefaultBucket)
+	require.NoError(t, err)
+	require.NoError(t, kv.Delete(ctx, "test.members."+m.m.ID()))
+
+	var got []string
+	deadline := time.After(2 * fast.TTL) // a renewal every RenewInterval finds the key deleted
+	for len(got) < len(ids) {
+		select {
+		case id := <-stopped:
+			got = append(got, id)
+		case <-deadline:
+			t.Fatalf("after the membership lease was lost, only %v of %v stopped", got, ids)
+		}
+	}
+	assert.ElementsMatch(t, ids, got)
+	st, err := natsstore.Dial(ctx, natsstore.DialOptions{URLs: []string{srv.ClientURL()}}, natsstore.Config{})
+	require.NoError(t, err)
+	defer st.Close()
+	for _, id := range ids {
+		require.Eventually(t, func() bool {
+			o, err := st.Read(ctx, "test.grain."+kind+"."+id)
+			return err == nil && !o.Held
+		}, 2*fast.TTL, 10*time.Millisecond, "%s's lock is released", id)
 	}
 }
