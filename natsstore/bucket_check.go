@@ -60,64 +60,64 @@ type checker struct {
 
 // checkSince returns the result of a check of the bucket that began at or
 // after since: the last one's if it did, or a new one's.
-func (s *Store) checkSince(ctx context.Context, deadline time.Time, since time.Time) error {
-	if be := s.broken.Load(); be != nil {
+func (bc *bucketChecks) checkSince(ctx context.Context, deadline time.Time, since time.Time) error {
+	if be := bc.broken.Load(); be != nil {
 		return be
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	select {
-	case s.checks.slot <- struct{}{}:
+	case bc.checks.slot <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-s.checks.slot }()
-	if s.checks.done && !s.checks.begun.Before(since) {
-		return s.checks.err
+	defer func() { <-bc.checks.slot }()
+	if bc.checks.done && !bc.checks.begun.Before(since) {
+		return bc.checks.err
 	}
 	begun := time.Now()
-	err := s.check(ctx)
-	s.checks.begun, s.checks.done, s.checks.err = begun, true, err
+	err := bc.check(ctx)
+	bc.checks.begun, bc.checks.done, bc.checks.err = begun, true, err
 	return err
 }
 
 // check compares the bucket and the server with what the store opened.
-func (s *Store) check(ctx context.Context) error {
-	if be := s.broken.Load(); be != nil {
+func (bc *bucketChecks) check(ctx context.Context) error {
+	if be := bc.broken.Load(); be != nil {
 		return be
 	}
-	if s.js == nil {
+	if bc.js == nil {
 		return nil // a store over a fake bucket, in tests
 	}
 	// 1. Read the bucket's stream.
-	top := s.top.Load() // before the request: the stream had it then
-	f, mark, err := s.readCheck(ctx)
+	top := bc.top.Load() // before the request: the stream had it then
+	f, mark, err := bc.readCheck(ctx)
 	if err != nil {
 		return err
 	}
 	// 2. Check that it is the stream the store opened, readable, and not
 	// behind what the store has seen of it.
-	if err := s.sameStream(f); err != nil {
+	if err := bc.sameStream(f); err != nil {
 		return err
 	}
 	if f.lastSeq < top {
-		return s.checkBehind(ctx, top, f.lastSeq, mark)
+		return bc.checkBehind(ctx, top, f.lastSeq, mark)
 	}
-	s.freshRead("")
-	s.sawRevision(f.lastSeq)
+	bc.freshRead("")
+	bc.sawRevision(f.lastSeq)
 	// 3. Check that its configuration and its maximum lease TTL did not
 	// change.
-	if err := s.sameConfig(f); err != nil {
+	if err := bc.sameConfig(f); err != nil {
 		return err
 	}
 	// 4. Check that the server still expires per-message TTLs, when the
 	// store relies on them.
-	return s.sameExpiry(f)
+	return bc.sameExpiry(f)
 }
 
 // readCheck reads the facts of the bucket for check, and the mark of the
 // request that was answered. A stream that no longer exists stops the store.
-func (s *Store) readCheck(ctx context.Context) (bucketFacts, readMark, error) {
+func (bc *bucketChecks) readCheck(ctx context.Context) (bucketFacts, readMark, error) {
 	var (
 		f    bucketFacts
 		mark readMark
@@ -125,34 +125,34 @@ func (s *Store) readCheck(ctx context.Context) (bucketFacts, readMark, error) {
 	// Sent again like a read: a request that reached a stream or a meta
 	// group without a leader is dropped, and the check would hold the slot
 	// until its deadline long after the cluster is back.
-	_, err := s.resending(ctx, func(sctx context.Context) (err error) {
-		mark = s.markRead()
-		f, err = readFacts(sctx, s.js, s.bucket)
+	_, err := bc.resending(ctx, func(sctx context.Context) (err error) {
+		mark = bc.markRead()
+		f, err = readFacts(sctx, bc.js, bc.bucket)
 		return err
 	})
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return f, mark, s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketDeleted,
-			Detail: fmt.Sprintf("its stream KV_%s no longer exists (nats kv rm?)", s.bucket),
+		return f, mark, bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketDeleted,
+			Detail: fmt.Sprintf("its stream KV_%s no longer exists (nats kv rm?)", bc.bucket),
 			Fix:    "the store never creates a bucket it has opened; " + fixRestart})
 	case err != nil:
-		return f, mark, unavailable(ctx, "check bucket "+s.bucket, err)
+		return f, mark, unavailable(ctx, "check bucket "+bc.bucket, err)
 	}
 	return f, mark, nil
 }
 
 // sameStream stops the store when the bucket's stream was created again,
 // or when the server cannot read it.
-func (s *Store) sameStream(f bucketFacts) error {
-	if !f.created.Equal(s.created) {
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketRecreated,
+func (bc *bucketChecks) sameStream(f bucketFacts) error {
+	if !f.created.Equal(bc.created) {
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketRecreated,
 			Detail: fmt.Sprintf("it was created again at %s (it was created at %s when the store opened it): its leases "+
 				"were lost, and its revisions may have restarted below tokens already issued",
-				f.created.UTC().Format(time.RFC3339Nano), s.created.UTC().Format(time.RFC3339Nano)),
+				f.created.UTC().Format(time.RFC3339Nano), bc.created.UTC().Format(time.RFC3339Nano)),
 			Fix: fixRestart})
 	}
 	if why := f.unreadable(); why != "" {
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: why,
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketChanged, Detail: why,
 			Fix: "run the nats-server version that wrote the bucket again, then " + fixRestart})
 	}
 	return nil
@@ -162,38 +162,38 @@ func (s *Store) sameStream(f bucketFacts) error {
 // got below top, the highest the store had seen (see regressedRead): the
 // server lost writes, or a stream leader cut off from its cluster answered
 // from what it has until it steps down, which is not a loss.
-func (s *Store) checkBehind(ctx context.Context, top, got uint64, mark readMark) error {
+func (bc *bucketChecks) checkBehind(ctx context.Context, top, got uint64, mark readMark) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(s.cfg.timeout())
+		deadline = time.Now().Add(bc.cfg.timeout())
 	}
-	what := "check bucket " + s.bucket
-	if err := s.current(ctx, deadline, what, mark); err != nil {
+	what := "check bucket " + bc.bucket
+	if err := bc.current(ctx, deadline, what, mark); err != nil {
 		return err
 	}
-	return s.regressedRead(what, "", top, got)
+	return bc.regressedRead(what, "", top, got)
 }
 
 // sameConfig stops the store when the bucket's configuration was edited,
 // or its maximum lease TTL changed.
-func (s *Store) sameConfig(f bucketFacts) error {
+func (bc *bucketChecks) sameConfig(f bucketFacts) error {
 	if problems := bucketProblems(f.cfg); len(problems) > 0 {
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketChanged,
 			Detail: "its configuration was edited: " + joinProblems(problems),
-			Fix:    "restore the configuration natsstore creates (nats stream edit KV_" + s.bucket + "), then " + fixRestart})
+			Fix:    "restore the configuration natsstore creates (nats stream edit KV_" + bc.bucket + "), then " + fixRestart})
 	}
-	maxTTL, recorded, err := recordedMaxTTL(s.bucket, f.cfg)
+	maxTTL, recorded, err := recordedMaxTTL(bc.bucket, f.cfg)
 	switch {
 	case !recorded && f.noMetadata:
 		// A server before 2.10 (one that replaced a newer server on the
 		// same store) does not report metadata: the bucket still records
 		// what the store read when it opened it.
 	case err != nil:
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged, Detail: err.Error(), Fix: fixRestart})
-	case recorded && maxTTL != s.maxTTL, !recorded && s.maxRecorded:
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketChanged,
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketChanged, Detail: err.Error(), Fix: fixRestart})
+	case recorded && maxTTL != bc.maxTTL, !recorded && bc.maxRecorded:
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketChanged,
 			Detail: fmt.Sprintf("its maximum lease TTL (metadata %s) changed from %q to %q: contenders may now wait "+
-				"less than a holder's TTL", metaMaxTTL, s.maxRecordedText(), f.cfg.Metadata[metaMaxTTL]),
+				"less than a holder's TTL", metaMaxTTL, bc.maxRecordedText(), f.cfg.Metadata[metaMaxTTL]),
 			Fix: "restore the metadata, then " + fixRestart})
 	}
 	return nil
@@ -202,20 +202,20 @@ func (s *Store) sameConfig(f bucketFacts) error {
 // sameExpiry handles a server or bucket that lost its per-message TTLs
 // while the store relies on them: the store falls back to observed expiry,
 // or stops when Config.Expiry is ExpiryServer.
-func (s *Store) sameExpiry(f bucketFacts) error {
-	if s.Expiry() != ExpiryServer {
+func (bc *bucketChecks) sameExpiry(f bucketFacts) error {
+	if ExpiryMode(bc.mode.Load()) != ExpiryServer {
 		return nil
 	}
 	why := ttlMissing(f)
 	switch {
 	case why == "":
 		return nil
-	case s.cfg.Expiry == ExpiryServer:
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemServerDowngraded,
+	case bc.cfg.Expiry == ExpiryServer:
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemServerDowngraded,
 			Detail: why + ", and Config.Expiry is ExpiryServer",
 			Fix:    "run nats-server 2.11 or later with the bucket as natsstore created it, or use ExpiryAuto"})
 	}
-	s.fallBack(why)
+	bc.fallBack(why)
 	return nil
 }
 
@@ -229,41 +229,41 @@ func (b *openedBucket) maxRecordedText() string {
 }
 
 // fallBack makes the store judge expiry by observation from now on.
-func (s *Store) fallBack(why string) {
-	if !s.mode.CompareAndSwap(uint32(ExpiryServer), uint32(ExpiryObserved)) {
+func (bc *bucketChecks) fallBack(why string) {
+	if !bc.mode.CompareAndSwap(uint32(ExpiryServer), uint32(ExpiryObserved)) {
 		return
 	}
-	s.log.Warn("natsstore: " + why + "; leases are written without a per-message TTL from now on: contenders " +
+	bc.log.Warn("natsstore: " + why + "; leases are written without a per-message TTL from now on: contenders " +
 		"still take a lease they have seen unchanged for its TTL, but the server removes none that nobody takes")
-	s.emit(ExpiryFallback{Bucket: s.bucket, Reason: why})
+	bc.emit(ExpiryFallback{Bucket: bc.bucket, Reason: why})
 }
 
 // halt stops the store with be, unless it stopped already, and reports it.
 // It returns the error the store stopped with.
-func (s *Store) halt(be *BucketError) *BucketError {
-	if !s.broken.CompareAndSwap(nil, be) {
-		return s.broken.Load()
+func (bc *bucketChecks) halt(be *BucketError) *BucketError {
+	if !bc.broken.CompareAndSwap(nil, be) {
+		return bc.broken.Load()
 	}
-	s.log.Error("natsstore: the store stopped: "+be.Error(), "problem", be.Problem.String())
+	bc.log.Error("natsstore: the store stopped: "+be.Error(), "problem", be.Problem.String())
 	if be.Problem != ProblemSequenceRegression {
-		s.emit(BucketUnusable{Bucket: s.bucket, Problem: be.Problem, Reason: be.Detail})
+		bc.emit(BucketUnusable{Bucket: bc.bucket, Problem: be.Problem, Reason: be.Detail})
 	}
 	return be
 }
 
 // regressed stops the store: key (or the stream, for "") showed revision
 // got after revision highest had been seen.
-func (s *Store) regressed(key string, highest, got uint64) *BucketError {
+func (bc *bucketChecks) regressed(key string, highest, got uint64) *BucketError {
 	where := atRevision(key)
-	be := &BucketError{Bucket: s.bucket, Problem: ProblemSequenceRegression,
+	be := &BucketError{Bucket: bc.bucket, Problem: ProblemSequenceRegression,
 		Detail: fmt.Sprintf("%s at revision %d, below revision %d seen before", where, got, highest),
 		Fix:    fixRegression}
-	if s.broken.CompareAndSwap(nil, be) {
-		s.log.Error("natsstore: the store stopped: "+be.Error(), "problem", be.Problem.String())
-		s.emit(SequenceRegression{Bucket: s.bucket, Key: key, Highest: highest, Got: got})
+	if bc.broken.CompareAndSwap(nil, be) {
+		bc.log.Error("natsstore: the store stopped: "+be.Error(), "problem", be.Problem.String())
+		bc.emit(SequenceRegression{Bucket: bc.bucket, Key: key, Highest: highest, Got: got})
 		return be
 	}
-	return s.broken.Load()
+	return bc.broken.Load()
 }
 
 // atRevision names where a revision showed: key, or the stream's end for
@@ -295,22 +295,22 @@ func (b *keyBook) keyTop(key string) uint64 {
 // revision seen was before: it must be from the bucket's stream and above
 // every revision seen before the write, or the server issues revisions (and
 // fencing tokens) again.
-func (s *Store) acked(key string, ack *jetstream.PubAck, before uint64) error {
-	if ack.Stream != "" && ack.Stream != "KV_"+s.bucket {
-		return s.halt(&BucketError{Bucket: s.bucket, Problem: ProblemBucketRecreated,
-			Detail: fmt.Sprintf("writes to its keys are stored in stream %q, not KV_%s", ack.Stream, s.bucket),
+func (bc *bucketChecks) acked(key string, ack *jetstream.PubAck, before uint64) error {
+	if ack.Stream != "" && ack.Stream != "KV_"+bc.bucket {
+		return bc.halt(&BucketError{Bucket: bc.bucket, Problem: ProblemBucketRecreated,
+			Detail: fmt.Sprintf("writes to its keys are stored in stream %q, not KV_%s", ack.Stream, bc.bucket),
 			Fix:    fixRestart})
 	}
-	return s.landed(key, ack.Sequence, before)
+	return bc.landed(key, ack.Sequence, before)
 }
 
 // landed checks the revision of a write of ours to key, sent when the
 // highest revision seen was before.
-func (s *Store) landed(key string, rev, before uint64) error {
+func (bc *bucketChecks) landed(key string, rev, before uint64) error {
 	if rev <= before {
-		return s.regressed(key, before, rev)
+		return bc.regressed(key, before, rev)
 	}
-	s.sawRevision(rev)
+	bc.sawRevision(rev)
 	return nil
 }
 
@@ -325,16 +325,16 @@ func (u *upkeep) poke() {
 // monitor checks the bucket after every reconnect, every checkInterval, and
 // when poked, until the store closes or stops. A check owed after a
 // reconnect is retried until the server answers it.
-func (s *Store) monitor() {
+func (bc *bucketChecks) monitor() {
 	var reconnected chan nats.Status
-	if s.nc != nil {
-		reconnected = s.nc.StatusChanged(nats.CONNECTED)
+	if bc.nc != nil {
+		reconnected = bc.nc.StatusChanged(nats.CONNECTED)
 	}
-	s.goroutines.Add(1)
+	bc.goroutines.Add(1)
 	go func() {
-		defer s.goroutines.Done()
+		defer bc.goroutines.Done()
 		if reconnected != nil {
-			defer s.nc.RemoveStatusListener(reconnected)
+			defer bc.nc.RemoveStatusListener(reconnected)
 		}
 		tick := time.NewTicker(checkInterval)
 		defer tick.Stop()
@@ -342,7 +342,7 @@ func (s *Store) monitor() {
 		pause := recheckMin
 		for {
 			select {
-			case <-s.life.Done():
+			case <-bc.life.Done():
 				return
 			case _, ok := <-reconnected:
 				if !ok {
@@ -350,18 +350,18 @@ func (s *Store) monitor() {
 					continue
 				}
 			case <-tick.C:
-			case <-s.pokes:
+			case <-bc.pokes:
 			case <-retry:
 			}
-			ctx, cancel := context.WithTimeout(s.life, s.cfg.timeout())
+			ctx, cancel := context.WithTimeout(bc.life, bc.cfg.timeout())
 			deadline, _ := ctx.Deadline()
-			err := s.checkSince(ctx, deadline, time.Now())
+			err := bc.checkSince(ctx, deadline, time.Now())
 			cancel()
 			switch {
 			case isBucketError(err):
 				return // stopped for good
-			case err != nil && s.life.Err() == nil:
-				s.log.Debug("natsstore: checking the bucket failed; retrying", "err", err, "pause", pause)
+			case err != nil && bc.life.Err() == nil:
+				bc.log.Debug("natsstore: checking the bucket failed; retrying", "err", err, "pause", pause)
 				retry = time.After(pause)
 				pause = min(2*pause, recheckMax)
 			default:
@@ -377,17 +377,17 @@ func (s *Store) monitor() {
 // too large) has the bucket checked first, so that a permanent change
 // reports lease.ErrStoreConfig instead of lease.ErrUnavailable forever; the
 // rest is fail's.
-func (s *Store) failOp(ctx context.Context, deadline time.Time, what string, err error) error {
+func (bc *bucketChecks) failOp(ctx context.Context, deadline time.Time, what string, err error) error {
 	var be *BucketError
 	if errors.As(err, &be) {
 		return fmt.Errorf("natsstore: %s: %w", what, be)
 	}
 	if mayMeanChange(err) && ctx.Err() == nil {
-		if cerr := s.checkSince(ctx, deadline, time.Now()); errors.As(cerr, &be) {
+		if cerr := bc.checkSince(ctx, deadline, time.Now()); errors.As(cerr, &be) {
 			return fmt.Errorf("natsstore: %s: %w (the server said: %v)", what, be, err)
 		}
 	}
-	return s.fail(ctx, what, err)
+	return bc.fail(ctx, what, err)
 }
 
 // mayMeanChange reports whether err, an answer of the server, may mean that

@@ -235,6 +235,7 @@ func TestJudgeEmptySubject(t *testing.T) {
 			keyBook:      keyBook{keys: newKeyCache(time.Now)},
 			upkeep:       upkeep{pokes: make(chan struct{}, 1)},
 		}
+		s.bucketChecks = checksOf(s)
 		s.mode.Store(uint32(ExpiryServer))
 		held := heldAt(5, "a", 10*time.Second)
 

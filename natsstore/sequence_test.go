@@ -62,6 +62,7 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 			openedBucket: openedBucket{bucket: "b"},
 			keyBook:      keyBook{keys: newKeyCache(nil)},
 		}
+		s.bucketChecks = checksOf(s)
 		s.sawRevision(100)
 		err := s.acked("k", &tc.ack, s.top.Load())
 		require.ErrorIs(t, err, lease.ErrStoreConfig)
@@ -74,6 +75,7 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 		openedBucket: openedBucket{bucket: "b"},
 		keyBook:      keyBook{keys: newKeyCache(nil)},
 	}
+	s.bucketChecks = checksOf(s)
 	s.sawRevision(100)
 	require.NoError(t, s.acked("k", &jetstream.PubAck{Stream: "KV_b", Sequence: 101}, 100))
 	assert.Equal(t, uint64(101), s.top.Load())

@@ -27,7 +27,8 @@ type Store struct {
 	keyBook
 	upkeep
 	storeLife
-	watches watches // Watch, WatchPrefix and the KV watches under them (watch_*.go)
+	bucketChecks         // the checks of the bucket and of the server (bucket_check.go)
+	watches      watches // Watch, WatchPrefix and the KV watches under them (watch_*.go)
 }
 
 // storeConn is the store's connection to the server.
@@ -72,7 +73,8 @@ type keyBook struct {
 	behind  staleReads    // reads that showed a revision below one seen (write_stale.go)
 }
 
-// upkeep is the store's checks of its bucket and of its server.
+// upkeep is the state of the store's checks of its bucket and of its
+// server (bucketChecks).
 type upkeep struct {
 	broken atomic.Pointer[BucketError] // why the store stopped, nil while it works
 	checks checker
@@ -114,6 +116,37 @@ type watches struct {
 	watched func(e jetstream.KeyValueEntry)
 	// emit hands an event to Config.OnEvent (Store.emit).
 	emit func(ev Event)
+}
+
+// bucketChecks is the store's checks of its bucket and of its server
+// (bucket_check.go), which may stop the store. It holds the parts of the
+// store it reads and the upkeep's state, and, as functions, what it needs
+// of the write path.
+type bucketChecks struct {
+	*upkeep
+	*storeConn
+	*openedBucket
+	*keyBook
+	*storeLife
+	cfg *Config
+	log *slog.Logger
+	// resending sends a request again while the stream does not answer (Store.resending).
+	resending func(actx context.Context, try func(context.Context) error) (resent bool, err error)
+	// current confirms a read with the stream leader (Store.current).
+	current func(ctx context.Context, deadline time.Time, what string, r readMark) error
+	// regressedRead judges a read below a revision seen (Store.regressedRead).
+	regressedRead func(what, key string, highest, got uint64) error
+	// fail translates the error of a failed operation (Store.fail).
+	fail func(ctx context.Context, what string, err error) error
+	// emit hands an event to Config.OnEvent (Store.emit).
+	emit func(ev Event)
+}
+
+// checksOf returns the bucket checks over the parts of s.
+func checksOf(s *Store) bucketChecks {
+	return bucketChecks{upkeep: &s.upkeep, storeConn: &s.storeConn, openedBucket: &s.openedBucket, keyBook: &s.keyBook,
+		storeLife: &s.storeLife, cfg: &s.cfg, log: s.log,
+		resending: s.resending, current: s.current, regressedRead: s.regressedRead, fail: s.fail, emit: s.emit}
 }
 
 var (
@@ -244,6 +277,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 	s.watches = watches{storeConn: &s.storeConn, openedBucket: &s.openedBucket, storeLife: &s.storeLife,
 		cfg: &s.cfg, log: s.log, health: &s.health, replicated: s.replicated(),
 		read: s.read, fail: s.fail, watched: s.watched, emit: s.emit}
+	s.bucketChecks = checksOf(s)
 	s.followConn()
 	s.watchIsolation(prefix)
 

@@ -228,8 +228,8 @@ func (s *Store) Release(ctx context.Context, l lease.Lease) error {
 
 // sentWrite is one attempt of a call: the nonce of its write, and the
 // highest revision seen before it was sent, against which its revision is
-// checked (Store.landed) if it is found to have landed, whichever attempt
-// finds it.
+// checked (bucketChecks.landed) if it is found to have landed, whichever
+// attempt finds it.
 type sentWrite struct {
 	nonce, before uint64
 }

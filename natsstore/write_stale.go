@@ -19,8 +19,9 @@ import (
 // unavailable, retried by its caller, and the store stops only when the
 // regression persists past regressionPersists, longer than a deposed
 // leader goes on answering. Tokens never depend on it: a write that lands
-// at or below a revision seen stops the store at once (Store.landed), and
-// a write needs a quorum, which a deposed leader does not have.
+// at or below a revision seen stops the store at once
+// (bucketChecks.landed), and a write needs a quorum, which a deposed
+// leader does not have.
 const regressionPersists = 30 * time.Second
 
 // staleReads tracks the keys whose reads showed a regression, "" for the

@@ -66,7 +66,7 @@ func staleStore(t *testing.T, replicas int, kv keyValue, now *time.Time, events 
 			Replicas: []*jetstream.PeerInfo{{Name: "n1", Current: true}, {Name: "n3", Current: true}}}}
 	})
 	var mu sync.Mutex
-	return &Store{
+	s := &Store{
 		cfg: Config{OnEvent: func(ev Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -77,6 +77,8 @@ func staleStore(t *testing.T, replicas int, kv keyValue, now *time.Time, events 
 		openedBucket: openedBucket{replicas: replicas, bucket: "b", subject: "$KV.b.", infoSubject: "test.info"},
 		keyBook:      keyBook{keys: newKeyCache(func() time.Time { return *now })},
 	}
+	s.bucketChecks = checksOf(s)
+	return s
 }
 
 // A read of a replicated bucket below a revision seen is taken for a stale
