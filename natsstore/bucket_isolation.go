@@ -356,22 +356,22 @@ func heldTTL(b []byte) time.Duration {
 // moves that did not help (backoff, settle). api is the JetStream API
 // prefix, ending with '.'. It costs no request while the store's requests
 // succeed, and one per bound/4 at most while they fail.
-func (s *Store) watchIsolation(api string) {
-	configured := s.cfg.isolationTimeout(s.ownConn)
-	if configured <= 0 || s.nc == nil {
+func (bc *bucketChecks) watchIsolation(api string) {
+	configured := bc.cfg.isolationTimeout(bc.ownConn)
+	if configured <= 0 || bc.nc == nil {
 		return
 	}
-	iso := &s.health.isolation
+	iso := &bc.health.isolation
 	iso.start = time.Now()
-	s.kv = notingKV{keyValue: s.kv, iso: iso}
-	subject := api + "STREAM.INFO.KV_" + s.bucket
-	c := &isolationCheck{iso: iso, configured: configured, life: s.life,
-		connected: func() bool { return s.nc.Status() == nats.CONNECTED },
-		probe:     func(ctx context.Context) error { return s.probeStream(ctx, subject, replicaSilence) },
-		move:      s.leaveServer}
-	s.goroutines.Add(1)
+	bc.kv = notingKV{keyValue: bc.kv, iso: iso}
+	subject := api + "STREAM.INFO.KV_" + bc.bucket
+	c := &isolationCheck{iso: iso, configured: configured, life: bc.life,
+		connected: func() bool { return bc.nc.Status() == nats.CONNECTED },
+		probe:     func(ctx context.Context) error { return bc.probeStream(ctx, subject, replicaSilence) },
+		move:      bc.leaveServer}
+	bc.goroutines.Add(1)
 	go func() {
-		defer s.goroutines.Done()
+		defer bc.goroutines.Done()
 		c.run()
 	}()
 }
@@ -384,7 +384,7 @@ type isolationCheck struct {
 	life       context.Context // the store's
 	connected  func() bool
 	probe      func(context.Context) error
-	move       func(silent time.Duration, err error) // leaves the server (Store.leaveServer)
+	move       func(silent time.Duration, err error) // leaves the server (bucketChecks.leaveServer)
 }
 
 // run checks every bound/4 until life ends.
@@ -466,25 +466,25 @@ func (c *isolationCheck) sleep(d time.Duration) bool {
 }
 
 // leaveServer reconnects to another server, if the connection knows one.
-func (s *Store) leaveServer(silent time.Duration, err error) {
-	iso := &s.health.isolation
-	server := s.nc.ConnectedUrlRedacted()
-	if len(s.nc.Servers()) < 2 {
+func (bc *bucketChecks) leaveServer(silent time.Duration, err error) {
+	iso := &bc.health.isolation
+	server := bc.nc.ConnectedUrlRedacted()
+	if len(bc.nc.Servers()) < 2 {
 		if !iso.alone {
 			iso.alone = true
-			s.log.Warn("natsstore: JetStream is unreachable through the only server this connection knows",
+			bc.log.Warn("natsstore: JetStream is unreachable through the only server this connection knows",
 				"server", server, "for", silent, "err", err)
 		}
 		return
 	}
 	iso.alone = false
-	ev := ServerIsolated{Bucket: s.bucket, Server: server, Unavailable: silent, Reason: err.Error()}
-	s.log.Warn("natsstore: JetStream is unreachable through this server; reconnecting to another",
+	ev := ServerIsolated{Bucket: bc.bucket, Server: server, Unavailable: silent, Reason: err.Error()}
+	bc.log.Warn("natsstore: JetStream is unreachable through this server; reconnecting to another",
 		"server", server, "for", silent, "err", err)
-	s.emit(ev)
+	bc.emit(ev)
 	iso.moving()
-	if err := s.nc.ForceReconnect(); err != nil {
-		s.log.Warn("natsstore: reconnecting to another server failed", "err", err)
+	if err := bc.nc.ForceReconnect(); err != nil {
+		bc.log.Warn("natsstore: reconnecting to another server failed", "err", err)
 	}
 }
 

@@ -27,7 +27,7 @@ type Store struct {
 	keyBook
 	upkeep
 	storeLife
-	bucketChecks         // the checks of the bucket and of the server (bucket_check.go)
+	bucketChecks         // the checks of the bucket and of the server (bucket_check.go, bucket_isolation.go)
 	watches      watches // Watch, WatchPrefix and the KV watches under them (watch_*.go)
 }
 
@@ -119,9 +119,9 @@ type watches struct {
 }
 
 // bucketChecks is the store's checks of its bucket and of its server
-// (bucket_check.go), which may stop the store. It holds the parts of the
-// store it reads and the upkeep's state, and, as functions, what it needs
-// of the write path.
+// (bucket_check.go, bucket_isolation.go), which may stop the store or move
+// it to another server. It holds the parts of the store it reads and the
+// upkeep's state, and, as functions, what it needs of the write path.
 type bucketChecks struct {
 	*upkeep
 	*storeConn
