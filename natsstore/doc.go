@@ -185,8 +185,9 @@
 // reading of keys and sessions that feeds the take decision of
 // natsstore/internal/expiry (observe, judge, session, inspect). watch_*:
 // the watches, Watch and WatchPrefix and the KV watches under them (key,
-// prefix, hub, consumer, liveness, hint). bucket_*: the openedBucket and its
-// upkeep (open, error, check, isolation). Unprefixed: the shell and its
+// prefix, hub, consumer, liveness, hint). bucket_*: the openedBucket and
+// the bucketChecks of it and of the server, whose state is the upkeep
+// (open, error, check, isolation). Unprefixed: the shell and its
 // connection (store, dial, backend), the value format (record), config,
 // errors, events.
 package natsstore
