@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -108,21 +109,51 @@ func (s *Store) rewriteRefused(ctx context.Context, w *rewriting, attempt int) (
 
 // rewriteUnknown reads the key back after a write of w whose outcome is
 // unknown (werr). A write of w found there is done; a key still at w.expect
-// means that the write did not land (yet).
+// means that the write did not land (yet). Unless a copy of the write was
+// refused as a conflict (errResent): a stream leader then had the key past
+// w.expect, so a read that shows w.expect may be behind it (a leader just
+// elected answers before it has applied what it committed). The key is read
+// again after pauses of 5 to 80 ms (155 ms in all, within the call's time),
+// and then written again at w.expect: a compare-and-swap, refused if the
+// earlier copy landed (rewriteRefused then reads it back), taken if the
+// conflict came from a deposed leader.
 func (s *Store) rewriteUnknown(ctx context.Context, w *rewriting, werr error) (*jetstream.RawStreamMsg, uint64, bool, error) {
-	m, err := s.read(ctx, w.deadline, w.l.ID)
-	if err != nil {
-		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), worse(werr, err))
+	for wait := 5 * time.Millisecond; ; wait *= 2 {
+		m, err := s.read(ctx, w.deadline, w.l.ID)
+		if err != nil {
+			return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), worse(werr, err))
+		}
+		if sw, ok := isWrite(m, w.rec, w.sent); ok {
+			rev, err := s.rewriteMine(ctx, w, m.Sequence, sw)
+			return nil, rev, true, err
+		}
+		if m == nil || m.Sequence != w.expect {
+			return m, 0, false, nil
+		}
+		if !errors.Is(werr, errResent) {
+			return nil, 0, true, s.failOp(ctx, w.deadline, w.what(),
+				fmt.Errorf("the %s did not land (yet): %w", opNoun(w.op), werr))
+		}
+		if wait > 80*time.Millisecond || !sleepWithin(ctx, w.deadline, wait) {
+			return m, 0, false, nil
+		}
 	}
-	if sw, ok := isWrite(m, w.rec, w.sent); ok {
-		rev, err := s.rewriteMine(ctx, w, m.Sequence, sw)
-		return nil, rev, true, err
+}
+
+// sleepWithin waits d, unless ctx ends or deadline comes first; it reports
+// whether it waited d.
+func sleepWithin(ctx context.Context, deadline time.Time, d time.Duration) bool {
+	if time.Until(deadline) <= d {
+		return false
 	}
-	if m != nil && m.Sequence == w.expect {
-		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(),
-			fmt.Errorf("the %s did not land (yet): %w", opNoun(w.op), werr))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	return m, 0, false, nil
 }
 
 // rewriteMine takes a write of w found at rev (see isWrite), sent when the
