@@ -27,7 +27,7 @@ import (
 //		cluster.WithKinds(cluster.NewKind("counter", counterProps)))
 //	c := cluster.New(actor.NewActorSystem(), cfg)
 //	if err := grains.StartMember(c); err != nil { ... }
-//	defer m.Close(context.Background())
+//	defer grains.StopMember(context.Background(), c)
 //
 // A Member serves one cluster.Cluster, once.
 type Member struct {
