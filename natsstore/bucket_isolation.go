@@ -455,14 +455,7 @@ func (c *isolationCheck) step() {
 
 // sleep waits for d, and reports false if the store closed meanwhile.
 func (c *isolationCheck) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-c.life.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return sleep(c.life, d)
 }
 
 // leaveServer reconnects to another server, if the connection knows one.

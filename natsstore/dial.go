@@ -84,12 +84,8 @@ func connectRetrying(ctx context.Context, d DialOptions, urls string, opts []nat
 		last = err
 		pause := policy.Delay(attempt, nil)
 		state.log.Warn("natsstore: cannot connect to NATS yet; retrying", "err", err, "attempt", attempt+1, "pause", pause)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, pause) {
 			return nil, fmt.Errorf("%w: %w (gave up after %d attempts to connect)", err, ctx.Err(), attempt+1)
-		case <-t.C:
 		}
 	}
 }

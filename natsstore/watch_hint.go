@@ -193,14 +193,8 @@ func (ws *watches) readWritten(ctx context.Context, keys map[string]hinted, floo
 		if len(keys) == 0 {
 			break
 		}
-		if pause > 0 {
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return found
-			case <-t.C:
-			}
+		if pause > 0 && !sleep(ctx, pause) {
+			return found
 		}
 		for k, h := range keys {
 			m, err := ws.read(ctx, time.Now().Add(hintReadLimit), k)

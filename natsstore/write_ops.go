@@ -93,13 +93,21 @@ func pause(ctx context.Context, attempt int) error {
 	if attempt >= maxAttempts-1 {
 		return nil
 	}
-	t := time.NewTimer(time.Millisecond << attempt)
+	if !sleep(ctx, time.Millisecond<<attempt) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// sleep waits d, or until ctx ends; it reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return true
 	case <-ctx.Done():
-		return ctx.Err()
+		return false
 	}
 }
 

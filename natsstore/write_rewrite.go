@@ -143,17 +143,7 @@ func (s *Store) rewriteUnknown(ctx context.Context, w *rewriting, werr error) (*
 // sleepWithin waits d, unless ctx ends or deadline comes first; it reports
 // whether it waited d.
 func sleepWithin(ctx context.Context, deadline time.Time, d time.Duration) bool {
-	if time.Until(deadline) <= d {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return time.Until(deadline) > d && sleep(ctx, d)
 }
 
 // rewriteMine takes a write of w found at rev (see isWrite), sent when the
