@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -289,6 +290,24 @@ func TestAcquireRetriesTransientErrorsAndStopsOnFatalOnes(t *testing.T) {
 		r.faults.FailNext(leasetest.OpAcquire, 1, lease.ErrCorrupt)
 		_, err = r.locker.Acquire(t.Context(), "res")
 		assert.ErrorIs(t, err, lease.ErrCorrupt, "waiting cannot fix a corrupt key")
+	})
+}
+
+// An Acquire whose time runs out while the store fails says why it waited:
+// ctx's error, with the last attempt's error in its text (not in its chain:
+// the call failed because ctx ended).
+func TestAcquireTimeoutNamesTheLastStoreError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, lock.Config{OwnerID: "node-a", RetryInterval: time.Second})
+		refused := errors.New("refused for the test")
+		r.faults.FailNext(leasetest.OpAcquire, 100, fmt.Errorf("%w: %w", lease.ErrUnavailable, refused))
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, err := r.locker.Acquire(ctx, "res")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, lease.ErrUnavailable)
+		assert.ErrorContains(t, err, "(the last attempt failed: ")
+		assert.ErrorContains(t, err, "refused for the test)")
 	})
 }
 

@@ -102,6 +102,7 @@ type waitLoop struct {
 	poll     backoff.Backoff
 	timer    *time.Timer
 	watch    watches
+	failed   error // the last attempt's transient error, until an attempt sees a holder
 }
 
 // try makes one attempt. It returns the guard; or saw, true when it found
@@ -119,9 +120,10 @@ func (s *waitLoop) try(logRetry bool) (g *Guard, saw bool, err error) {
 		if logRetry {
 			c.l.log.Debug("lock: acquisition failed; retrying", "lease_id", c.cfg.LeaseID, "error", err)
 		}
+		s.failed = err
 		return nil, false, nil
 	}
-	s.handover, s.session = true, holder.Session
+	s.handover, s.session, s.failed = true, holder.Session, nil
 	return nil, true, nil
 }
 
@@ -164,6 +166,11 @@ func (s *waitLoop) sleep(poke <-chan struct{}) error {
 	if err := s.watch.wait(c.ctx, c.l.life.closing, poke, s.timer.C); err != nil {
 		if err == lease.ErrClosed {
 			return fmt.Errorf("lock: acquire %s: %w", c.resource, err)
+		}
+		if s.failed != nil {
+			// The store's error says why the call waited: only its text,
+			// so that the error still matches ctx's alone.
+			return fmt.Errorf("%w (the last attempt failed: %v)", ctxError(c.ctx, c.resource), s.failed)
 		}
 		return ctxError(c.ctx, c.resource)
 	}
