@@ -27,6 +27,7 @@ type host struct {
 	log     *slog.Logger
 	life    context.Context // cancelled when the Member closes
 	bg      *sync.WaitGroup // the acquisitions and releases in flight
+	failed  *sync.Map       // identity key → why its last acquisition failed (Member.ask reports it)
 }
 
 // activator runs a member's activations: it takes an identity's lock under
@@ -152,9 +153,11 @@ func (ac *activator) acquired(c actor.Context, m acquired) {
 	}
 	if m.err != nil {
 		ac.h.log.Debug("grains: no activation", "grain", key, "error", m.err)
+		ac.h.failed.Store(key, m.err)
 		answer(&cluster.ActivationResponse{Failed: true})
 		return
 	}
+	ac.h.failed.Delete(key)
 	props, ok := ac.h.props(m.ci.Kind)
 	if ac.closing || !ok || ac.acts[key] != nil {
 		// Closing, or the previous activation has not stopped yet (a lock

@@ -152,6 +152,14 @@ func startMemberProps(t testing.TB, srv *natstest.Server, props *actor.Props) *t
 
 func startMemberWith(t testing.TB, srv *natstest.Server, props *actor.Props, cfg grains.Config) *testMember {
 	t.Helper()
+	return startMemberOver(t, srv, props, cfg, nil)
+}
+
+// startMemberOver starts a member whose store is wrap's (when not nil)
+// over the natsstore.Store it opens.
+func startMemberOver(t testing.TB, srv *natstest.Server, props *actor.Props, cfg grains.Config,
+	wrap func(grains.Store) grains.Store) *testMember {
+	t.Helper()
 	p := natstest.StartProxy(t, srv.ClientURL())
 	nc, err := nats.Connect(p.URL(), nats.IgnoreDiscoveredServers(), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1),
 		nats.ReconnectWait(20*time.Millisecond))
@@ -163,7 +171,11 @@ func startMemberWith(t testing.TB, srv *natstest.Server, props *actor.Props, cfg
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	cfg.Logger = testLogger
-	m, err := grains.New(st, cfg)
+	var store grains.Store = st
+	if wrap != nil {
+		store = wrap(st)
+	}
+	m, err := grains.New(store, cfg)
 	require.NoError(t, err)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	ccfg := cluster.Configure("test", m.Provider(), m.Lookup(), remote.Configure("127.0.0.1", 0),

@@ -47,6 +47,7 @@ type Member struct {
 	members   []*cluster.Member // as the watch last showed them
 	leave     context.CancelFunc
 	left      chan struct{} // closed when the membership lease is given back
+	failed    sync.Map      // identity key → why its last acquisition here failed
 	stopOnce  sync.Once     // StopMember's stop of the cluster
 	closeOnce sync.Once
 	closeErr  error
@@ -136,7 +137,7 @@ func (m *Member) setup(c *cluster.Cluster, client bool) {
 	}
 	m.locker = locker
 	h := &host{locker: locker, timeout: m.cfg.activationTimeout(), release: lc.EffectiveTTL(), log: m.log,
-		life: m.life, bg: &m.bg,
+		life: m.life, bg: &m.bg, failed: &m.failed,
 		props: func(kind string) (*actor.Props, bool) {
 			k, ok := c.TryGetClusterKind(kind)
 			if !ok || k == nil {

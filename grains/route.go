@@ -19,8 +19,9 @@ import (
 // host the kind in rendezvous order, each of which takes the lock before
 // it activates (waiting, within Config.ActivationTimeout, for a previous
 // activation's lock). It fails with ErrUnknownKind when no member hosts the
-// kind, ErrNoActivation when none answered with an activation, and the
-// store's error when the lock cannot be read.
+// kind, ErrNoActivation when none answered with an activation (with why
+// this member could not take the identity's lock, when it was asked), and
+// the store's error when the lock cannot be read.
 func (m *Member) Get(ctx context.Context, kind, identity string) (*actor.PID, error) {
 	c := m.cluster()
 	if c == nil {
@@ -71,14 +72,16 @@ func (m *Member) ask(ctx context.Context, c *cluster.Cluster, mem *cluster.Membe
 	f := c.ActorSystem.Root.RequestFuture(actor.NewPID(mem.Address(), activatorName),
 		&cluster.ActivationRequest{ClusterIdentity: ci}, wait)
 	res, err := f.Result()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		if r, ok := res.(*cluster.ActivationResponse); ok && !r.Failed && r.Pid != nil {
+			return r.Pid, nil
+		}
+		err = errors.New("no activation")
 	}
-	r, ok := res.(*cluster.ActivationResponse)
-	if !ok || r.Failed || r.Pid == nil {
-		return nil, errors.New("no activation")
+	if why, ok := m.failed.Load(ci.AsKey()); ok && mem.Id == m.ID() {
+		err = fmt.Errorf("%w (this member's last attempt to take the identity's lock failed: %w)", err, why.(error))
 	}
-	return r.Pid, nil
+	return nil, err
 }
 
 // askTimeout bounds one member's answer: half a TTL (at least 250 ms),

@@ -2,7 +2,10 @@ package grains_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,4 +142,59 @@ func TestLostMembershipStopsActivations(t *testing.T) {
 			return err == nil && !o.Held
 		}, 2*fast.TTL, 10*time.Millisecond, "%s's lock is released", id)
 	}
+}
+
+// refusingStore refuses the grains' locks while refuse is set, as a store
+// whose user lost the permission to write them would.
+type refusingStore struct {
+	grains.Store
+	refuse atomic.Bool
+}
+
+var errRefused = errors.New("refused for the test")
+
+func (s *refusingStore) AcquireUnder(ctx context.Context, c lease.Claim, session lease.Lease) (lease.Acquisition, error) {
+	if s.refuse.Load() && strings.Contains(c.LeaseID, ".grain.") {
+		return lease.Acquisition{}, fmt.Errorf("%w: %w", lease.ErrUnavailable, errRefused)
+	}
+	return s.Store.AcquireUnder(ctx, c, session)
+}
+
+// TestActivationErrorNamesTheStoreError: a member that cannot take an
+// identity's lock (its store refuses the write after the member started)
+// answers a call with ErrNoActivation that carries the store's error, not
+// a bare "no activation".
+func TestActivationErrorNamesTheStoreError(t *testing.T) {
+	srv := natstest.Start(t)
+	var rs *refusingStore
+	props := actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*wrapperspb.StringValue); ok {
+			c.Respond(&wrapperspb.Int64Value{Value: 1})
+		}
+	})
+	m := startMemberOver(t, srv, props, fast, func(st grains.Store) grains.Store {
+		rs = &refusingStore{Store: st}
+		return rs
+	})
+	require.Eventually(t, func() bool { return len(m.m.Members()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := m.m.Request(ctx, kind, "before", &wrapperspb.StringValue{})
+	require.NoError(t, err)
+
+	// The first lookup gives up before the acquisition does (it waits up
+	// to Config.ActivationTimeout); a later one names its error.
+	rs.refuse.Store(true)
+	var last error
+	require.Eventually(t, func() bool {
+		short, scancel := context.WithTimeout(ctx, time.Second)
+		defer scancel()
+		_, last = m.m.Get(short, kind, "after")
+		return last != nil && strings.Contains(last.Error(), errRefused.Error())
+	}, 4*fast.TTL, 10*time.Millisecond, "the store's error never reached the caller: %v", last)
+	require.ErrorIs(t, last, grains.ErrNoActivation)
+
+	rs.refuse.Store(false)
+	_, err = m.m.Request(ctx, kind, "after", &wrapperspb.StringValue{})
+	require.NoError(t, err, "activated once the store takes the lock")
 }
