@@ -112,7 +112,7 @@ func scenario(ctx context.Context, out io.Writer, exe string, ttl time.Duration,
 			return err
 		}
 		procs[name] = pr
-		fmt.Fprintf(out, "%5.1fs member %s joined (process %d)\n", time.Since(began).Seconds(), name, pr.cmd.Process.Pid)
+		fmt.Fprintf(out, "%5.1fs member %s joined (process %d)\n", time.Since(began).Seconds(), name, pr.PID())
 		return nil
 	}
 	for _, name := range []string{"a", "b", "c"} {
@@ -164,13 +164,13 @@ func scenario(ctx context.Context, out io.Writer, exe string, ttl time.Duration,
 	if err := step("member d started in its place", 3*ttl); err != nil {
 		return err
 	}
-	if err := procs["b"].signal(syscall.SIGSTOP); err != nil {
+	if err := procs["b"].Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	if err := step("member b paused (SIGSTOP)", 3*ttl); err != nil {
 		return err
 	}
-	if err := procs["b"].signal(syscall.SIGCONT); err != nil {
+	if err := procs["b"].Signal(syscall.SIGCONT); err != nil {
 		return err
 	}
 	if err := step("member b continued (SIGCONT)", 2*ttl); err != nil {

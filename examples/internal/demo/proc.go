@@ -19,15 +19,15 @@ type Child struct {
 	name  string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *PrefixWriter
 	done  chan struct{} // closed when the process has been reaped
 	err   error         // Wait's answer, once done is closed
 }
 
 // StartChild starts exe with args as the child called name, its output written to
-// out, in a process group of its own (so that a Ctrl-C at the terminal
-// reaches only the orchestrator, which then stops its instances in order).
-func StartChild(name, exe string, args, env []string, out *PrefixWriter) (*Child, error) {
+// out (a PrefixWriter's last partial line is written once it exits), in a
+// process group of its own (so that a Ctrl-C at the terminal reaches only the
+// orchestrator, which then stops its instances in order).
+func StartChild(name, exe string, args, env []string, out io.Writer) (*Child, error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -41,10 +41,12 @@ func StartChild(name, exe string, args, env []string, out *PrefixWriter) (*Child
 		_ = stdin.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &Child{name: name, cmd: cmd, stdin: stdin, out: out, done: make(chan struct{})}
+	c := &Child{name: name, cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
-		out.flush()
+		if p, ok := out.(*PrefixWriter); ok {
+			p.flush()
+		}
 		close(c.done)
 	}()
 	return c, nil
@@ -58,6 +60,13 @@ func (c *Child) PID() int { return c.cmd.Process.Pid }
 
 // Done is closed when the child has exited and been reaped.
 func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Err is how the child exited (exec.Cmd.Wait's answer), once Done is
+// closed.
+func (c *Child) Err() error {
+	<-c.done
+	return c.err
+}
 
 // Exited reports whether the child has exited and been reaped.
 func (c *Child) Exited() bool {
