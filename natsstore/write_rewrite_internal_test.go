@@ -53,6 +53,7 @@ func TestRenewalResentIsReadAgainPastABehindRead(t *testing.T) {
 		name   string
 		werr   error
 		land   bool  // the first copy landed
+		taken  bool  // another term's write landed instead
 		behind int32 // reads that show the key as it was
 		done   bool
 		rev    bool // done with the first copy's revision
@@ -61,6 +62,10 @@ func TestRenewalResentIsReadAgainPastABehindRead(t *testing.T) {
 		{name: "landed, two reads behind", werr: resent, land: true, behind: 2, done: true, rev: true},
 		{name: "not landed (a deposed leader refused)", werr: resent, behind: 100},
 		{name: "timeout, unchanged", werr: context.DeadlineExceeded, behind: 1, done: true, err: "did not land (yet)"},
+		// The reads behind never make a success of another term's write:
+		// the call reads it once the reads catch up, and reports the lease
+		// lost (ours is false).
+		{name: "taken by another term, two reads behind", werr: resent, taken: true, behind: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := s.Acquire(t.Context(), claim("job"+strconv.Itoa(i), "owner-a"))
@@ -76,8 +81,12 @@ func TestRenewalResentIsReadAgainPastABehindRead(t *testing.T) {
 			w := &rewriting{op: "renew", l: held, rec: rec, deadline: time.Now().Add(5 * time.Second),
 				expect: held.Revision, sent: []sentWrite{{nonce: 42, before: s.top.Load()}}}
 			var landed uint64
-			if tc.land {
-				ack, err := s.publish(t.Context(), w.deadline, held.ID, rec, held.Revision, 0)
+			if tc.land || tc.taken {
+				wrote := rec
+				if tc.taken {
+					wrote.Owner, wrote.Term, wrote.Nonce = "owner-b", "term-b", 7
+				}
+				ack, err := s.publish(t.Context(), w.deadline, held.ID, wrote, held.Revision, 0)
 				require.NoError(t, err)
 				landed = ack.Sequence
 			}
@@ -95,6 +104,11 @@ func TestRenewalResentIsReadAgainPastABehindRead(t *testing.T) {
 			case tc.rev:
 				require.NoError(t, err)
 				assert.Equal(t, landed, rev)
+			case tc.taken:
+				require.NoError(t, err)
+				require.NotNil(t, m)
+				assert.Equal(t, landed, m.Sequence, "the other term's write, once the reads caught up")
+				assert.False(t, ours(m, held), "the rewrite reports the lease lost")
 			default:
 				require.NoError(t, err)
 				require.NotNil(t, m)
