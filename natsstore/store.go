@@ -424,15 +424,18 @@ func (s *Store) Bucket() string { return s.bucket }
 // ExpiryObserved. A store in ExpiryServer mode falls back to ExpiryObserved
 // when a check finds that the server or the bucket lost per-message TTLs
 // (unless Config.Expiry is ExpiryServer, when it stops instead).
-func (s *Store) Expiry() ExpiryMode { return ExpiryMode(s.mode.Load()) }
+func (s *Store) Expiry() ExpiryMode { return s.expiry() }
+
+// expiry is how the store judges expiry now (Store.Expiry).
+func (b *openedBucket) expiry() ExpiryMode { return ExpiryMode(b.mode.Load()) }
 
 // releaseTTL returns the TTL of release markers: the bucket's marker TTL in
 // server mode, none in observed mode.
-func (s *Store) releaseTTL() time.Duration {
-	if s.Expiry() != ExpiryServer {
+func (b *openedBucket) releaseTTL() time.Duration {
+	if b.expiry() != ExpiryServer {
 		return 0
 	}
-	return s.markerTTL
+	return b.markerTTL
 }
 
 // Close stops every watch (closing their channels), closes the connection
