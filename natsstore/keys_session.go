@@ -151,12 +151,12 @@ func (s *Store) proveSessionEnded(ctx context.Context, deadline time.Time, c lea
 		if rerr != nil {
 			return false, s.failOp(ctx, deadline, what, worse(err, rerr))
 		}
-		w, ok := isWrite(m, rec, sent)
+		sw, ok := isWrite(m, rec, sent)
 		if !ok {
 			s.keys.restart(p.key)
 			return false, nil
 		}
-		if err := s.landed(p.key, m.Sequence, w.before); err != nil {
+		if err := s.landed(p.key, m.Sequence, sw.before); err != nil {
 			return false, s.failOp(ctx, deadline, what, err)
 		}
 		rev = m.Sequence

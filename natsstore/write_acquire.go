@@ -220,11 +220,11 @@ func (a *acquiring) advance(ctx context.Context, attempt int, rev uint64) error 
 // mine returns the acquisition a write of a that landed at m made, if m is
 // one (see isWrite).
 func (s *Store) mine(ctx context.Context, a *acquiring, m *jetstream.RawStreamMsg) (lease.Acquisition, bool, error) {
-	w, ok := isWrite(m, a.rec, a.sent)
+	sw, ok := isWrite(m, a.rec, a.sent)
 	if !ok {
 		return lease.Acquisition{}, false, nil
 	}
-	if err := s.landed(a.c.LeaseID, m.Sequence, w.before); err != nil {
+	if err := s.landed(a.c.LeaseID, m.Sequence, sw.before); err != nil {
 		return lease.Acquisition{}, true, s.failOp(ctx, a.deadline, a.what(), err)
 	}
 	r, _ := heldRecord(m)

@@ -35,12 +35,12 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 	if rec.Kind == kindReleased {
 		ttl = s.releaseTTL()
 	}
-	w := &rewriting{op: op, l: l, rec: rec, ttl: ttl, deadline: deadline, expect: expect,
+	rw := &rewriting{op: op, l: l, rec: rec, ttl: ttl, deadline: deadline, expect: expect,
 		sent: make([]sentWrite, 0, maxAttempts)}
 	for attempt := range maxAttempts {
 		// 1. Write at the revision expected, and read the key back when
 		// the write was refused or its outcome is unknown.
-		m, rev, done, err := s.rewriteOnce(ctx, w, attempt)
+		m, rev, done, err := s.rewriteOnce(ctx, rw, attempt)
 		if done {
 			return rev, err
 		}
@@ -48,9 +48,9 @@ func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec recor
 		if !ours(m, l) {
 			return 0, s.lost(ctx, deadline, l, m)
 		}
-		w.expect = m.Sequence
+		rw.expect = m.Sequence
 	}
-	return 0, gaveUp(w.what(), w.moved, w.expect)
+	return 0, gaveUp(rw.what(), rw.moved, rw.expect)
 }
 
 // rewriting is the state of one rewrite's compare-and-swap loop.
@@ -66,75 +66,75 @@ type rewriting struct {
 }
 
 // what names the call in errors.
-func (w *rewriting) what() string { return w.op + " " + w.l.ID }
+func (rw *rewriting) what() string { return rw.op + " " + rw.l.ID }
 
-// rewriteOnce writes w.rec at w.expect. It is done when the write landed,
+// rewriteOnce writes rw.rec at rw.expect. It is done when the write landed,
 // or was found to have landed, (with its revision) or failed; otherwise it
 // returns the key's last message, read back.
-func (s *Store) rewriteOnce(ctx context.Context, w *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
-	w.rec.Nonce = rand.Uint64()
-	w.sent = append(w.sent, sentWrite{nonce: w.rec.Nonce, before: s.top.Load()})
-	ack, err := s.publish(ctx, w.deadline, w.l.ID, w.rec, w.expect, w.ttl)
+func (s *Store) rewriteOnce(ctx context.Context, rw *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
+	rw.rec.Nonce = rand.Uint64()
+	rw.sent = append(rw.sent, sentWrite{nonce: rw.rec.Nonce, before: s.top.Load()})
+	ack, err := s.publish(ctx, rw.deadline, rw.l.ID, rw.rec, rw.expect, rw.ttl)
 	switch outcome(ctx, err) {
 	case written:
-		return nil, s.rewritten(w.l.ID, w.rec, ack.Sequence), true, nil
+		return nil, s.rewritten(rw.l.ID, rw.rec, ack.Sequence), true, nil
 	case conflict:
-		return s.rewriteRefused(ctx, w, attempt)
+		return s.rewriteRefused(ctx, rw, attempt)
 	case unknown:
-		return s.rewriteUnknown(ctx, w, err)
+		return s.rewriteUnknown(ctx, rw, err)
 	default:
-		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), err)
+		return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), err)
 	}
 }
 
-// rewriteRefused reads the key after a write of w was refused. A write of
-// w found there (refused by a deposed leader, taken by the new one) is done;
-// a key still at w.expect is given time for a write in flight to land.
-func (s *Store) rewriteRefused(ctx context.Context, w *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
-	m, err := s.read(ctx, w.deadline, w.l.ID)
+// rewriteRefused reads the key after a write of rw was refused. A write of
+// rw found there (refused by a deposed leader, taken by the new one) is done;
+// a key still at rw.expect is given time for a write in flight to land.
+func (s *Store) rewriteRefused(ctx context.Context, rw *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
+	m, err := s.read(ctx, rw.deadline, rw.l.ID)
 	if err != nil {
-		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), err)
+		return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), err)
 	}
-	if sw, ok := isWrite(m, w.rec, w.sent); ok {
-		rev, err := s.rewriteMine(ctx, w, m.Sequence, sw)
+	if sw, ok := isWrite(m, rw.rec, rw.sent); ok {
+		rev, err := s.rewriteMine(ctx, rw, m.Sequence, sw)
 		return nil, rev, true, err
 	}
-	if m.Sequence != w.expect {
-		w.moved = true
+	if m.Sequence != rw.expect {
+		rw.moved = true
 	} else if err := pause(ctx, attempt); err != nil {
-		return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), err)
+		return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), err)
 	}
 	return m, 0, false, nil
 }
 
-// rewriteUnknown reads the key back after a write of w whose outcome is
-// unknown (werr). A write of w found there is done; a key still at w.expect
+// rewriteUnknown reads the key back after a write of rw whose outcome is
+// unknown (werr). A write of rw found there is done; a key still at rw.expect
 // means that the write did not land (yet). Unless a copy of the write was
 // refused as a conflict (errResent): a stream leader then had the key past
-// w.expect, so a read that shows w.expect may be behind it (a leader just
+// rw.expect, so a read that shows rw.expect may be behind it (a leader just
 // elected answers before it has applied what it committed). The key is read
 // again after pauses of 5 to 80 ms (155 ms in all, within the call's time),
-// and then written again at w.expect: a compare-and-swap, refused if the
+// and then written again at rw.expect: a compare-and-swap, refused if the
 // earlier copy landed (rewriteRefused then reads it back), taken if the
 // conflict came from a deposed leader.
-func (s *Store) rewriteUnknown(ctx context.Context, w *rewriting, werr error) (*jetstream.RawStreamMsg, uint64, bool, error) {
+func (s *Store) rewriteUnknown(ctx context.Context, rw *rewriting, werr error) (*jetstream.RawStreamMsg, uint64, bool, error) {
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
-		m, err := s.read(ctx, w.deadline, w.l.ID)
+		m, err := s.read(ctx, rw.deadline, rw.l.ID)
 		if err != nil {
-			return nil, 0, true, s.failOp(ctx, w.deadline, w.what(), worse(werr, err))
+			return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), worse(werr, err))
 		}
-		if sw, ok := isWrite(m, w.rec, w.sent); ok {
-			rev, err := s.rewriteMine(ctx, w, m.Sequence, sw)
+		if sw, ok := isWrite(m, rw.rec, rw.sent); ok {
+			rev, err := s.rewriteMine(ctx, rw, m.Sequence, sw)
 			return nil, rev, true, err
 		}
-		if m == nil || m.Sequence != w.expect {
+		if m == nil || m.Sequence != rw.expect {
 			return m, 0, false, nil
 		}
 		if !errors.Is(werr, errResent) {
-			return nil, 0, true, s.failOp(ctx, w.deadline, w.what(),
-				fmt.Errorf("the %s did not land (yet): %w", opNoun(w.op), werr))
+			return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(),
+				fmt.Errorf("the %s did not land (yet): %w", opNoun(rw.op), werr))
 		}
-		if wait > 80*time.Millisecond || !sleepWithin(ctx, w.deadline, wait) {
+		if wait > 80*time.Millisecond || !sleepWithin(ctx, rw.deadline, wait) {
 			return m, 0, false, nil
 		}
 	}
@@ -146,13 +146,13 @@ func sleepWithin(ctx context.Context, deadline time.Time, d time.Duration) bool 
 	return time.Until(deadline) > d && sleep(ctx, d)
 }
 
-// rewriteMine takes a write of w found at rev (see isWrite), sent when the
+// rewriteMine takes a write of rw found at rev (see isWrite), sent when the
 // highest revision seen was sw.before.
-func (s *Store) rewriteMine(ctx context.Context, w *rewriting, rev uint64, sw sentWrite) (uint64, error) {
-	if err := s.landed(w.l.ID, rev, sw.before); err != nil {
-		return 0, s.failOp(ctx, w.deadline, w.what(), err)
+func (s *Store) rewriteMine(ctx context.Context, rw *rewriting, rev uint64, sw sentWrite) (uint64, error) {
+	if err := s.landed(rw.l.ID, rev, sw.before); err != nil {
+		return 0, s.failOp(ctx, rw.deadline, rw.what(), err)
 	}
-	return s.rewritten(w.l.ID, w.rec, rev), nil
+	return s.rewritten(rw.l.ID, rw.rec, rev), nil
 }
 
 // rewritten records rec, a renewal or a release of key, written at rev, and
