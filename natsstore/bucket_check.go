@@ -28,7 +28,7 @@ const (
 // when the store stopped because it is not, and an error matching
 // lease.ErrUnavailable when the server could not be asked.
 func (s *Store) Check(ctx context.Context) error {
-	deadline, err := s.begin(ctx)
+	deadline, err := s.writes.begin(ctx)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func TestExpiryConfirmedWithoutTheMetaGroup(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		deadline, _ := ctx.Deadline()
-		return s.confirmExpiry(ctx, deadline, "job")
+		return s.writes.confirmExpiry(ctx, deadline, "job")
 	}
 	require.NoError(t, confirm(), "the expiry marker waited for the check holding the slot")
 	stopCheck()

@@ -193,12 +193,12 @@ func parseViolation(err error) (violation, bool) {
 //
 // err itself is always wrapped, so that errors.Is still finds
 // context.DeadlineExceeded and the NATS error in it.
-func (s *Store) fail(ctx context.Context, what string, err error) error {
-	if s.nc == nil {
+func (w *writes) fail(ctx context.Context, what string, err error) error {
+	if w.nc == nil {
 		return unavailable(ctx, what, err)
 	}
-	if st := s.nc.Status(); st != nats.CONNECTED {
-		if refused := s.refusal(); refused != nil {
+	if st := w.nc.Status(); st != nats.CONNECTED {
+		if refused := w.refusal(); refused != nil {
 			return fmt.Errorf("natsstore: %s: %w: %w: %w (not connected to NATS: %s; the server refuses the credentials: %v)",
 				what, ErrAuthentication, lease.ErrUnavailable, err, st, refused)
 		}
@@ -207,13 +207,13 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 	if errors.Is(err, ErrPermission) {
 		// Seen during the operation (failFast, dropped): the connection's last
 		// error is that violation; it must not be blamed again.
-		s.blame(s.nc.LastError())
+		w.blame(w.nc.LastError())
 		return fmt.Errorf("natsstore: %s: %w: %w", what, lease.ErrUnavailable, err)
 	}
 	if v, ok := parseViolation(err); ok {
 		return fmt.Errorf("natsstore: %s: %w: %w: %w (%s)", what, ErrPermission, lease.ErrUnavailable, err, v.fix())
 	}
-	if perm := s.nc.LastError(); s.blame(perm) {
+	if perm := w.nc.LastError(); w.blame(perm) {
 		v, _ := parseViolation(perm)
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", cerr, err)
@@ -231,13 +231,13 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 // write saw a timeout; but its outcome is known (nothing was stored), and
 // the caller must neither read back nor write again as if it might have
 // landed.
-func (s *Store) dropped(subject string, err error) error {
-	if s.nc == nil {
+func (w *writes) dropped(subject string, err error) error {
+	if w.nc == nil {
 		return err
 	}
-	perm := s.nc.LastError()
+	perm := w.nc.LastError()
 	v, ok := parseViolation(perm)
-	if !ok || v.subscribe || v.reply || v.subject != subject || !s.blame(perm) {
+	if !ok || v.subscribe || v.reply || v.subject != subject || !w.blame(perm) {
 		return err
 	}
 	return fmt.Errorf("%w: %w (the server refused this write: %v; %s)", ErrPermission, err, perm, v.fix())
@@ -255,15 +255,15 @@ func (v violation) fix() string {
 
 // refusal returns why the connection's reconnect attempts are refused, or
 // nil when they are not (or it is connected).
-func (s *Store) refusal() error {
-	if c := s.cfg.conn; c != nil {
+func (w *writes) refusal() error {
+	if c := w.cfg.conn; c != nil {
 		if err := c.refusal(); err != nil {
 			return err
 		}
 	}
 	// Without Dial's handlers (NewConn, New): nats.go keeps the last
 	// attempt's error while it reconnects, and clears it on success.
-	if err := s.nc.LastError(); isAuthFailure(err) {
+	if err := w.nc.LastError(); isAuthFailure(err) {
 		return err
 	}
 	return nil
@@ -275,31 +275,31 @@ func (s *Store) refusal() error {
 // earlier failure was blamed on this publish violation. A denied
 // subscription stays denied until the connection reconnects, so it explains
 // every failure until then.
-func (s *Store) blame(perm error) bool {
+func (w *writes) blame(perm error) bool {
 	v, ok := parseViolation(perm)
-	if !ok || !s.usesSubject(v) {
+	if !ok || !w.usesSubject(v) {
 		return false
 	}
-	if v.subscribe || s.cfg.conn == nil {
+	if v.subscribe || w.cfg.conn == nil {
 		return true
 	}
-	return s.cfg.conn.blameOnce(perm)
+	return w.cfg.conn.blameOnce(perm)
 }
 
 // usesSubject reports whether operations (Acquire, Renew, Release, Watch)
 // use the subject of v.
-func (s *Store) usesSubject(v violation) bool {
+func (w *writes) usesSubject(v violation) bool {
 	if v.subscribe || v.reply {
-		return strings.HasPrefix(v.subject, inboxPrefix(s.nc)+".")
+		return strings.HasPrefix(v.subject, inboxPrefix(w.nc)+".")
 	}
-	if strings.HasPrefix(v.subject, s.putPrefix) {
+	if strings.HasPrefix(v.subject, w.putPrefix) {
 		return true
 	}
-	if b, ok := s.kv.(*jsBucket); ok {
+	if b, ok := w.kv.(*jsBucket); ok {
 		if v.subject == b.msgGet {
 			return true
 		}
-		create := strings.TrimSuffix(b.msgGet, "STREAM.MSG.GET.KV_"+s.bucket) + "CONSUMER.CREATE.KV_" + s.bucket
+		create := strings.TrimSuffix(b.msgGet, "STREAM.MSG.GET.KV_"+w.bucket) + "CONSUMER.CREATE.KV_" + w.bucket
 		return v.subject == create || strings.HasPrefix(v.subject, create+".")
 	}
 	return false

@@ -86,9 +86,9 @@ func (e CorruptKey) String() string {
 }
 
 // emit hands ev to Config.OnEvent, if set.
-func (s *Store) emit(ev Event) {
-	if s.cfg.OnEvent != nil {
-		s.cfg.OnEvent(ev)
+func (w *writes) emit(ev Event) {
+	if w.cfg.OnEvent != nil {
+		w.cfg.OnEvent(ev)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // revision at which the answer shows key free, or 0.
 func DirectFree(ctx context.Context, s *Store, key string) (uint64, error) {
 	deadline, _ := ctx.Deadline()
-	err := s.directFree(ctx, deadline, key, errors.New("a read refused in a test"))
+	err := s.writes.directFree(ctx, deadline, key, errors.New("a read refused in a test"))
 	if f, ok := errors.AsType[*freeAt](err); ok {
 		return f.rev, nil
 	}

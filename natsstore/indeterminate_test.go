@@ -109,7 +109,7 @@ func faultyStore(t *testing.T) (*Store, *faultKV) {
 // last reads the key's last revision and record directly.
 func last(t *testing.T, s *Store, key string) (uint64, record) {
 	t.Helper()
-	m, err := s.read(t.Context(), time.Now().Add(10*time.Second), key)
+	m, err := s.writes.read(t.Context(), time.Now().Add(10*time.Second), key)
 	require.NoError(t, err)
 	r, _ := parseRecord(m.Data)
 	return m.Sequence, r
@@ -262,7 +262,7 @@ func TestRefusedWriteThatLandedIsOurs(t *testing.T) {
 
 			f.set(x)
 			require.NoError(t, s.Release(t.Context(), l), "the release landed")
-			m, err := s.read(t.Context(), time.Now().Add(10*time.Second), "k")
+			m, err := s.writes.read(t.Context(), time.Now().Add(10*time.Second), "k")
 			require.NoError(t, err)
 			assert.Equal(t, opDelete, m.Header.Get(hdrOperation))
 

@@ -24,21 +24,21 @@ func (s *Store) Read(ctx context.Context, leaseID string) (lease.Observation, er
 	if err := lease.ValidateLeaseID(leaseID); err != nil {
 		return lease.Observation{}, err
 	}
-	deadline, err := s.begin(ctx)
+	deadline, err := s.writes.begin(ctx)
 	if err != nil {
 		return lease.Observation{}, err
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	m, sent, err := s.getLast(rctx, s.subject+leaseID)
+	m, sent, err := s.writes.getLast(rctx, s.subject+leaseID)
 	o := lease.Observation{LeaseID: leaseID, Seen: time.Now()}
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		m = &jetstream.RawStreamMsg{}
 	case err != nil:
-		return o, s.fail(rctx, "read "+leaseID, err)
+		return o, s.writes.fail(rctx, "read "+leaseID, err)
 	}
-	if err := s.current(rctx, deadline, "read "+leaseID, sent); err != nil {
+	if err := s.writes.current(rctx, deadline, "read "+leaseID, sent); err != nil {
 		return lease.Observation{LeaseID: leaseID}, err
 	}
 	if m.Sequence == 0 {
@@ -136,7 +136,7 @@ func (i LeaseInfo) ExpiresAt() time.Time {
 // and writes nothing. A key that is not a lease is listed as KeyCorrupt
 // with the reason; it does not make Leases fail.
 func (s *Store) Leases(ctx context.Context) ([]LeaseInfo, error) {
-	deadline, err := s.begin(ctx)
+	deadline, err := s.writes.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func (s *Store) Leases(ctx context.Context) ([]LeaseInfo, error) {
 	defer cancel()
 	w, err := s.kv.Watch(ctx, ">")
 	if err != nil {
-		return nil, s.fail(ctx, "list leases", err)
+		return nil, s.writes.fail(ctx, "list leases", err)
 	}
 	defer func() { _ = w.Stop() }()
 	var out []LeaseInfo
@@ -152,7 +152,7 @@ func (s *Store) Leases(ctx context.Context) ([]LeaseInfo, error) {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, s.fail(ctx, "list leases", errors.New("the watch of the bucket ended"))
+				return nil, s.writes.fail(ctx, "list leases", errors.New("the watch of the bucket ended"))
 			}
 			if e == nil { // every key has been reported
 				slices.SortFunc(out, func(a, b LeaseInfo) int { return strings.Compare(a.LeaseID, b.LeaseID) })
@@ -164,7 +164,7 @@ func (s *Store) Leases(ctx context.Context) ([]LeaseInfo, error) {
 			}
 			out = append(out, info)
 		case <-ctx.Done():
-			return nil, s.fail(ctx, "list leases", ctx.Err())
+			return nil, s.writes.fail(ctx, "list leases", ctx.Err())
 		}
 	}
 }
@@ -203,7 +203,7 @@ func (s *Store) inspect(ctx context.Context, e jetstream.KeyValueEntry) (LeaseIn
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound): // gone since: the marker's own TTL ran out
 		case err != nil:
-			return info, s.fail(ctx, "list leases: read "+e.Key(), err)
+			return info, s.writes.fail(ctx, "list leases: read "+e.Key(), err)
 		case m.Sequence == e.Revision() && m.Header.Get(hdrMarkerReason) == reasonMaxAge:
 			info.State = KeyExpired
 		}

@@ -28,57 +28,57 @@ type verdict struct {
 }
 
 // rules are the facts of the bucket the take decision rests on.
-func (s *Store) rules() expiry.Rules {
-	return expiry.Rules{MaxTTL: s.maxTTL, Emptied: s.emptied}
+func (w *writes) rules() expiry.Rules {
+	return expiry.Rules{MaxTTL: w.maxTTL, Emptied: w.emptied}
 }
 
 // emptied is how long after a value with TTL ttl was seen the server has
 // emptied its subject by itself, had nobody written it since: the value's
 // TTL on the server, its expiry marker's and a margin for a loaded server
 // (serverExpiryGrace); 0 without per-message TTLs, where nothing expires.
-func (s *Store) emptied(ttl time.Duration) time.Duration {
-	if s.Expiry() != ExpiryServer {
+func (w *writes) emptied(ttl time.Duration) time.Duration {
+	if w.expiry() != ExpiryServer {
 		return 0
 	}
-	return s.cfg.serverTTL(ttl) + s.markerTTL + serverExpiryGrace
+	return w.cfg.serverTTL(ttl) + w.markerTTL + serverExpiryGrace
 }
 
 // judge decides whether c may take the key whose last message is m (Sequence
 // 0 for an empty subject): it reads the message, and expiry.Decide makes
 // the decision.
-func (s *Store) judge(ctx context.Context, deadline time.Time, c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error) {
+func (w *writes) judge(ctx context.Context, deadline time.Time, c lease.Claim, m *jetstream.RawStreamMsg) (verdict, error) {
 	key, rev := c.LeaseID, m.Sequence
-	sight, rec, err := s.sighting(key, m)
+	sight, rec, err := w.sighting(key, m)
 	sight.Own = (sight.State == expiry.Held || sight.State == expiry.Bound) && rec.Term == c.Term && rec.Owner == c.OwnerID
 	var h keyHolder
 	if sight.State == expiry.Held || sight.State == expiry.Bound {
 		h = rec.keyHolder(rev)
 	}
-	prev, _, d := s.keys.decide(key, sight, h, s.rules())
+	prev, _, d := w.keys.decide(key, sight, h, w.rules())
 	if err != nil { // not a lease: never free
-		s.reportCorrupt(key, rev, err)
+		w.reportCorrupt(key, rev, err)
 		return verdict{}, err
 	}
 	if d.Confirm {
-		if err := s.confirmExpiry(ctx, deadline, key); err != nil {
+		if err := w.confirmExpiry(ctx, deadline, key); err != nil {
 			return verdict{}, err
 		}
-		s.keys.put(key, freeState(rev))
+		w.keys.put(key, freeState(rev))
 	}
 	if d.Vanished {
-		s.reportVanished(key, rev, prev.Rev)
+		w.reportVanished(key, rev, prev.Rev)
 	}
 	if d.Verdict == expiry.AskSession {
-		return s.judgeBound(ctx, deadline, key, rev, rec)
+		return w.judgeBound(ctx, deadline, key, rev, rec)
 	}
-	return s.verdict(key, d, sight, rec), nil
+	return w.verdict(key, d, sight, rec), nil
 }
 
 // verdict is judge's answer for a decision d that needs no session.
-func (s *Store) verdict(key string, d expiry.Decision, sight expiry.Sighting, rec record) verdict {
+func (w *writes) verdict(key string, d expiry.Decision, sight expiry.Sighting, rec record) verdict {
 	switch {
 	case d.Verdict == expiry.Take && sight.State == expiry.Held && !sight.Own:
-		s.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
+		w.log.Info("natsstore: lease judged expired: its revision did not change for its TTL",
 			"lease", key, "owner", rec.Owner, "term", rec.Term, "revision", sight.Rev, "ttl", rec.TTL)
 	case d.Verdict != expiry.Take && sight.State == expiry.Held:
 		return verdict{holder: rec.holder(sight.Rev)}
@@ -89,12 +89,12 @@ func (s *Store) verdict(key string, d expiry.Decision, sight expiry.Sighting, re
 // sighting reads m, key's last message, for expiry.Decide, with the held
 // record in it if any. The error is a CorruptError for a message that is
 // not a lease's.
-func (s *Store) sighting(key string, m *jetstream.RawStreamMsg) (expiry.Sighting, record, error) {
+func (w *writes) sighting(key string, m *jetstream.RawStreamMsg) (expiry.Sighting, record, error) {
 	if m.Sequence == 0 {
 		return expiry.Sighting{}, record{}, nil
 	}
 	sight := expiry.Sighting{Rev: m.Sequence}
-	kind, rec, err := s.classify(key, m)
+	kind, rec, err := w.classify(key, m)
 	switch kind {
 	case msgHeld:
 		sight.State, sight.TTL = expiry.Held, rec.TTL
@@ -117,11 +117,11 @@ func (s *Store) sighting(key string, m *jetstream.RawStreamMsg) (expiry.Sighting
 
 // reportCorrupt reports, once per revision, a key whose message at rev is
 // not a lease's (err).
-func (s *Store) reportCorrupt(key string, rev uint64, err error) {
+func (w *writes) reportCorrupt(key string, rev uint64, err error) {
 	var ce *CorruptError
-	if s.keys.note(key, rev, notedCorrupt) && errors.As(err, &ce) {
-		s.log.Warn(err.Error(), "lease", key, "revision", rev)
-		s.emit(CorruptKey{Bucket: s.bucket, Key: key, Revision: rev, Reason: ce.Reason})
+	if w.keys.note(key, rev, notedCorrupt) && errors.As(err, &ce) {
+		w.log.Warn(err.Error(), "lease", key, "revision", rev)
+		w.emit(CorruptKey{Bucket: w.bucket, Key: key, Revision: rev, Reason: ce.Reason})
 	}
 }
 
@@ -129,18 +129,18 @@ func (s *Store) reportCorrupt(key string, rev uint64, err error) {
 // release at rev (0: its subject was found empty after a value at prev),
 // and has the bucket checked: a deleted or re-created bucket empties every
 // key.
-func (s *Store) reportVanished(key string, rev, prev uint64) {
-	if !s.keys.note(key, rev, notedVanished) {
+func (w *writes) reportVanished(key string, rev, prev uint64) {
+	if !w.keys.note(key, rev, notedVanished) {
 		return
 	}
 	emptied := rev == 0
 	if emptied {
 		rev = prev
 	}
-	ev := KeyVanished{Bucket: s.bucket, Key: key, Revision: rev, Emptied: emptied}
-	s.log.Warn("natsstore: "+ev.String(), "lease", key, "wait", s.maxTTL)
-	s.emit(ev)
-	s.poke()
+	ev := KeyVanished{Bucket: w.bucket, Key: key, Revision: rev, Emptied: emptied}
+	w.log.Warn("natsstore: "+ev.String(), "lease", key, "wait", w.maxTTL)
+	w.emit(ev)
+	w.poke()
 }
 
 // confirmExpiry returns nil once the bucket's stream, read now, is the one
@@ -150,22 +150,22 @@ func (s *Store) reportVanished(key string, rev, prev uint64) {
 // check also needs the meta group's, which a failover can leave without one
 // for seconds after the stream is back. A stream that is not as it should
 // be has the bucket checked, which says what is wrong.
-func (s *Store) confirmExpiry(ctx context.Context, deadline time.Time, key string) error {
-	if be := s.broken.Load(); be != nil {
+func (w *writes) confirmExpiry(ctx context.Context, deadline time.Time, key string) error {
+	if be := w.broken.Load(); be != nil {
 		return fmt.Errorf("natsstore: acquire %s: %w", key, be)
 	}
-	if s.js == nil {
+	if w.js == nil {
 		return nil // a store over a fake bucket, in tests
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var f bucketFacts
-	_, err := s.resending(rctx, func(sctx context.Context) error { return readStream(sctx, s.js, s.bucket, &f) })
-	if err == nil && f.created.Equal(s.created) && len(bucketProblems(f.cfg)) == 0 {
+	_, err := w.resending(rctx, func(sctx context.Context) error { return readStream(sctx, w.js, w.bucket, &f) })
+	if err == nil && f.created.Equal(w.created) && len(bucketProblems(f.cfg)) == 0 {
 		return nil
 	}
 	if err == nil || mayMeanChange(err) {
-		err = s.checkSince(ctx, deadline, time.Now())
+		err = w.checkSince(ctx, deadline, time.Now())
 	}
 	var be *BucketError
 	switch {
@@ -188,7 +188,7 @@ const (
 )
 
 // classify reads a key's last message.
-func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record, error) {
+func (w *writes) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record, error) {
 	switch m.Header.Get(hdrOperation) {
 	case opDelete:
 		if r, err := parseRecord(m.Data); err == nil && r.Kind == kindReleased {
@@ -199,7 +199,7 @@ func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record
 		return msgRemoved, record{}, nil
 	case "":
 	default:
-		return msgCorrupt, record{}, s.corrupt(key, m.Sequence, fmt.Sprintf("unknown KV operation %q", m.Header.Get(hdrOperation)))
+		return msgCorrupt, record{}, w.corrupt(key, m.Sequence, fmt.Sprintf("unknown KV operation %q", m.Header.Get(hdrOperation)))
 	}
 	switch reason := m.Header.Get(hdrMarkerReason); reason {
 	case "":
@@ -211,9 +211,9 @@ func (s *Store) classify(key string, m *jetstream.RawStreamMsg) (msgKind, record
 	r, err := parseRecord(m.Data)
 	switch {
 	case err != nil:
-		return msgCorrupt, r, s.corrupt(key, m.Sequence, err.Error())
+		return msgCorrupt, r, w.corrupt(key, m.Sequence, err.Error())
 	case r.Kind != kindHeld:
-		return msgCorrupt, r, s.corrupt(key, m.Sequence, "a "+r.Kind.String()+" record outside a delete marker")
+		return msgCorrupt, r, w.corrupt(key, m.Sequence, "a "+r.Kind.String()+" record outside a delete marker")
 	}
 	return msgHeld, r, nil
 }

@@ -275,11 +275,11 @@ func (c *keyCache) len() int {
 // then shows the key at an older revision (a clean-clone test run saw a
 // store stop so, on a healthy cluster). The checks compare the leader's
 // answers with one another. A bucket of one replica has no follower.
-func (s *Store) watched(e jetstream.KeyValueEntry) {
+func (w *writes) watched(e jetstream.KeyValueEntry) {
 	rev := e.Revision()
-	seen := !s.replicated()
+	seen := !w.replicated()
 	if seen {
-		s.sawRevision(rev)
+		w.sawRevision(rev)
 	}
 	st := keyState{Key: expiry.Key{Rev: rev}}
 	switch e.Operation() {
@@ -299,5 +299,5 @@ func (s *Store) watched(e jetstream.KeyValueEntry) {
 	// Anything else (a purge, a delete by hand, a value that is not a
 	// lease) is recorded as neither free nor held: Acquire reads the key
 	// and judges it, with the clock started now.
-	s.keys.saw(e.Key(), st, seen)
+	w.keys.saw(e.Key(), st, seen)
 }

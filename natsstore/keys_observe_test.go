@@ -30,7 +30,7 @@ func (c *keyCache) observe(key string, st keyState, wait time.Duration) bool {
 
 // judgeEmpty judges key's subject found empty.
 func judgeEmpty(s *Store, key string) verdict {
-	v, err := s.judge(context.Background(), time.Now().Add(time.Second), lease.Claim{LeaseID: key},
+	v, err := s.writes.judge(context.Background(), time.Now().Add(time.Second), lease.Claim{LeaseID: key},
 		&jetstream.RawStreamMsg{})
 	if err != nil {
 		panic(err)
@@ -235,6 +235,7 @@ func TestJudgeEmptySubject(t *testing.T) {
 			keyBook:      keyBook{keys: newKeyCache(time.Now)},
 			upkeep:       upkeep{pokes: make(chan struct{}, 1)},
 		}
+		s.writes = writesOf(s)
 		s.bucketChecks = checksOf(s)
 		s.mode.Store(uint32(ExpiryServer))
 		held := heldAt(5, "a", 10*time.Second)

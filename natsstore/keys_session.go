@@ -27,12 +27,12 @@ func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.L
 	c.TTL = session.TTL
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(session.TTL), Meta: c.Meta,
 		Session: session.ID, SessionTerm: session.Term}
-	deadline, err := s.begin(ctx)
+	deadline, err := s.writes.begin(ctx)
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
-	a, err := s.acquire(ctx, deadline, c, rec, 0, nil)
-	return s.settle(c.LeaseID, a, err), err
+	a, err := s.writes.acquire(ctx, deadline, c, rec, 0, nil)
+	return s.writes.settle(c.LeaseID, a, err), err
 }
 
 // judgeBound decides whether a key held under a session (rec, at rev) is
@@ -40,16 +40,16 @@ func (s *Store) AcquireUnder(ctx context.Context, c lease.Claim, session lease.L
 // free verdict that rests on the session key's state at a revision the
 // session could still write over carries the proof Acquire must write
 // first (sessionProof).
-func (s *Store) judgeBound(ctx context.Context, deadline time.Time, key string, rev uint64, rec record) (verdict, error) {
-	m, err := s.read(ctx, deadline, rec.Session)
+func (w *writes) judgeBound(ctx context.Context, deadline time.Time, key string, rev uint64, rec record) (verdict, error) {
+	m, err := w.read(ctx, deadline, rec.Session)
 	if err != nil {
-		return verdict{}, s.failOp(ctx, deadline, "acquire "+key+": read its session "+rec.Session, err)
+		return verdict{}, w.failOp(ctx, deadline, "acquire "+key+": read its session "+rec.Session, err)
 	}
-	end, err := s.sessionEnded(ctx, deadline, rec, rev, orNotFound(m))
+	end, err := w.sessionEnded(ctx, deadline, rec, rev, orNotFound(m))
 	if err != nil || !end.ended {
 		return verdict{holder: rec.holder(rev)}, err
 	}
-	s.log.Debug("natsstore: the session of a lease has ended; the lease is free", "lease", key,
+	w.log.Debug("natsstore: the session of a lease has ended; the lease is free", "lease", key,
 		"owner", rec.Owner, "term", rec.Term, "session", rec.Session, "revision", rev, "proof", end.proof != nil)
 	return verdict{free: true, rev: rev, proof: end.proof, holder: rec.holder(rev)}, nil
 }
@@ -84,9 +84,9 @@ type sessionProof struct {
 // sessionEnded reports whether the session of rec, a lease written at rev
 // under it, has ended, given m, the session key's last message, and the
 // write that must prove it (expiry.Session and expiry.Ended decide).
-func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, rec record, rev uint64, m *jetstream.RawStreamMsg) (sessionEnd, error) {
+func (w *writes) sessionEnded(ctx context.Context, deadline time.Time, rec record, rev uint64, m *jetstream.RawStreamMsg) (sessionEnd, error) {
 	id, term := rec.Session, rec.SessionTerm
-	sight, r, err := s.sighting(id, m)
+	sight, r, err := w.sighting(id, m)
 	sight.Existed = true // the leases that name it show that it existed
 	sameTerm := (sight.State == expiry.Held || sight.State == expiry.Bound) && r.Term == term
 	if err != nil {
@@ -99,16 +99,16 @@ func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, rec record
 	proofRec := record{Kind: kindReleased, Owner: rec.Owner, Term: term}
 	var d expiry.Decision
 	if m.Sequence == 0 {
-		prev, _, dd := s.keys.decide(id, sight, keyHolder{}, s.rules())
+		prev, _, dd := w.keys.decide(id, sight, keyHolder{}, w.rules())
 		if dd.Vanished {
-			s.reportVanished(id, 0, prev.Rev)
+			w.reportVanished(id, 0, prev.Rev)
 		}
 		d = dd
 	} else {
 		if sight.State == expiry.Held {
 			proofRec.Owner, proofRec.Token = r.Owner, r.token(m.Sequence)
 		}
-		v, err := s.judge(ctx, deadline, lease.Claim{LeaseID: id}, m)
+		v, err := w.judge(ctx, deadline, lease.Claim{LeaseID: id}, m)
 		if errors.Is(err, lease.ErrCorrupt) {
 			return sessionEnd{}, nil
 		}
@@ -131,41 +131,41 @@ func (s *Store) sessionEnded(ctx context.Context, deadline time.Time, rec record
 // not at the revision read (an old answer; the session may live), after
 // which its observation starts again. A write whose outcome is unknown is
 // read back.
-func (s *Store) proveSessionEnded(ctx context.Context, deadline time.Time, c lease.Claim, p *sessionProof) (bool, error) {
+func (w *writes) proveSessionEnded(ctx context.Context, deadline time.Time, c lease.Claim, p *sessionProof) (bool, error) {
 	lockKey := c.LeaseID
 	rec := p.rec
 	rec.Nonce = rand.Uint64()
 	rec.Meta = map[string]string{metaEndedBy: c.OwnerID, metaEndedFor: lockKey} // for operators; never its owner's release
 	what := "acquire " + lockKey + ": end its session " + p.key
-	sent := []sentWrite{{nonce: rec.Nonce, before: s.top.Load()}}
-	ack, err := s.publish(ctx, deadline, p.key, rec, p.rev, s.releaseTTL())
+	sent := []sentWrite{{nonce: rec.Nonce, before: w.top.Load()}}
+	ack, err := w.publish(ctx, deadline, p.key, rec, p.rev, w.releaseTTL())
 	rev := uint64(0)
 	switch outcome(ctx, err) {
 	case written:
 		rev = ack.Sequence
 	case conflict:
-		s.keys.restart(p.key)
+		w.keys.restart(p.key)
 		return false, nil
 	case unknown:
-		m, rerr := s.read(ctx, deadline, p.key)
+		m, rerr := w.read(ctx, deadline, p.key)
 		if rerr != nil {
-			return false, s.failOp(ctx, deadline, what, worse(err, rerr))
+			return false, w.failOp(ctx, deadline, what, worse(err, rerr))
 		}
 		sw, ok := isWrite(m, rec, sent)
 		if !ok {
-			s.keys.restart(p.key)
+			w.keys.restart(p.key)
 			return false, nil
 		}
-		if err := s.landed(p.key, m.Sequence, sw.before); err != nil {
-			return false, s.failOp(ctx, deadline, what, err)
+		if err := w.landed(p.key, m.Sequence, sw.before); err != nil {
+			return false, w.failOp(ctx, deadline, what, err)
 		}
 		rev = m.Sequence
 	default:
-		return false, s.failOp(ctx, deadline, what, err)
+		return false, w.failOp(ctx, deadline, what, err)
 	}
-	s.keys.put(p.key, freeState(rev))
-	ev := SessionEnded{Bucket: s.bucket, Session: p.key, Owner: rec.Owner, Term: rec.Term, Revision: rev, Lease: lockKey}
-	s.log.Info("natsstore: "+ev.String(), "lease", lockKey, "session", p.key)
-	s.emit(ev)
+	w.keys.put(p.key, freeState(rev))
+	ev := SessionEnded{Bucket: w.bucket, Session: p.key, Owner: rec.Owner, Term: rec.Term, Revision: rev, Lease: lockKey}
+	w.log.Info("natsstore: "+ev.String(), "lease", lockKey, "session", p.key)
+	w.emit(ev)
 	return true, nil
 }

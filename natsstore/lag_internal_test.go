@@ -130,7 +130,7 @@ func laggingStore(t *testing.T, cfg Config, skip string) (*Store, *laggingKV, je
 	s, err := Dial(t.Context(), DialOptions{URLs: []string{c.ClientURL()}}, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.True(t, s.replicated())
+	require.True(t, s.writes.replicated())
 	k := &laggingKV{keyValue: s.kv, skip: skip, prefixRev: make(chan uint64, 100)}
 	s.kv = k
 	return s, k, s.js

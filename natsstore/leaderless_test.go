@@ -127,7 +127,7 @@ func waitMarker(t *testing.T, b *Store) uint64 {
 	t.Helper()
 	var marker uint64
 	require.Eventually(t, func() bool {
-		m, err := b.read(t.Context(), time.Now().Add(time.Second), "k")
+		m, err := b.writes.read(t.Context(), time.Now().Add(time.Second), "k")
 		if err == nil && expiryMarker(m.Header) {
 			marker = m.Sequence
 		}

@@ -64,6 +64,7 @@ func unconfirmingStore(t *testing.T) (*Store, *releasingKV, *atomic.Int32) {
 		openedBucket: openedBucket{replicas: 3, bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b.", infoSubject: "test.info", maxTTL: time.Minute},
 		keyBook:      keyBook{keys: newKeyCache(time.Now)},
 	}
+	s.writes = writesOf(s)
 	s.bucketChecks = checksOf(s)
 	// A standby that has seen the key held, as its watch reported.
 	s.keys.put("job", heldState(10, record{Kind: kindHeld, Owner: "owner-a", Term: "term-a", TTL: 30 * time.Second}))

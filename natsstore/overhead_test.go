@@ -41,6 +41,7 @@ func BenchmarkOverhead(b *testing.B) {
 		openedBucket: openedBucket{bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b."},
 		keyBook:      keyBook{keys: newKeyCache(time.Now)},
 	}
+	s.writes = writesOf(s)
 	s.bucketChecks = checksOf(s)
 	s.mode.Store(uint32(ExpiryServer))
 	s.life, s.stop = context.WithCancel(context.Background())

@@ -50,11 +50,12 @@ func TestResentReadIsMarkedByTheRequestAnswered(t *testing.T) {
 		openedBucket: openedBucket{replicas: 3},
 		keyBook:      keyBook{keys: newKeyCache(time.Now)},
 	}
+	s.writes = writesOf(s)
 	s.keys.put("job", heldAt(7, "a", time.Minute))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, mark, err := s.getLast(ctx, "$KV.b.job")
+	m, mark, err := s.writes.getLast(ctx, "$KV.b.job")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), m.Sequence)
 	assert.Equal(t, 2, kv.calls, "the unanswered read was sent again")

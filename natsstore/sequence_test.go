@@ -62,6 +62,7 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 			openedBucket: openedBucket{bucket: "b"},
 			keyBook:      keyBook{keys: newKeyCache(nil)},
 		}
+		s.writes = writesOf(s)
 		s.bucketChecks = checksOf(s)
 		s.sawRevision(100)
 		err := s.acked("k", &tc.ack, s.top.Load())
@@ -75,6 +76,7 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 		openedBucket: openedBucket{bucket: "b"},
 		keyBook:      keyBook{keys: newKeyCache(nil)},
 	}
+	s.writes = writesOf(s)
 	s.bucketChecks = checksOf(s)
 	s.sawRevision(100)
 	require.NoError(t, s.acked("k", &jetstream.PubAck{Stream: "KV_b", Sequence: 101}, 100))

@@ -29,6 +29,7 @@ type Store struct {
 	storeLife
 	bucketChecks         // the checks of the bucket and of the server (bucket_check.go, bucket_isolation.go)
 	watches      watches // Watch, WatchPrefix and the KV watches under them (watch_*.go)
+	writes       writes  // the write path and the reads and judgements it rests on (write_*.go, keys_*.go)
 }
 
 // storeConn is the store's connection to the server.
@@ -146,7 +147,32 @@ type bucketChecks struct {
 func checksOf(s *Store) bucketChecks {
 	return bucketChecks{upkeep: &s.upkeep, storeConn: &s.storeConn, openedBucket: &s.openedBucket, keyBook: &s.keyBook,
 		storeLife: &s.storeLife, cfg: &s.cfg, log: s.log,
-		resending: s.resending, current: s.current, regressedRead: s.regressedRead, fail: s.fail, emit: s.emit}
+		resending: s.writes.resending, current: s.writes.current, regressedRead: s.writes.regressedRead,
+		fail: s.writes.fail, emit: s.writes.emit}
+}
+
+// writes is the store's write path (write_*.go): Acquire, AcquireUnder,
+// Renew and Release, their compare-and-swap loops, the reads they rest on
+// and the judgement of what they read (keys_judge.go, keys_session.go,
+// keys_observe.go's watched), with the translation of their errors
+// (errors.go) and events (events.go). It holds the parts of the store it
+// uses, the bucket checks among them (through which it reads the upkeep's
+// state).
+type writes struct {
+	*storeConn
+	*openedBucket
+	*keyBook
+	*upkeep
+	*storeLife
+	*bucketChecks
+	cfg *Config
+	log *slog.Logger
+}
+
+// writesOf returns the write path over the parts of s.
+func writesOf(s *Store) writes {
+	return writes{storeConn: &s.storeConn, openedBucket: &s.openedBucket, keyBook: &s.keyBook, upkeep: &s.upkeep,
+		storeLife: &s.storeLife, bucketChecks: &s.bucketChecks, cfg: &s.cfg, log: s.log}
 }
 
 var (
@@ -274,9 +300,10 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		s.putPrefix = prefix + s.subject
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
+	s.writes = writesOf(s)
 	s.watches = watches{storeConn: &s.storeConn, openedBucket: &s.openedBucket, storeLife: &s.storeLife,
-		cfg: &s.cfg, log: s.log, health: &s.health, replicated: s.replicated(),
-		read: s.read, fail: s.fail, watched: s.watched, emit: s.emit}
+		cfg: &s.cfg, log: s.log, health: &s.health, replicated: s.writes.replicated(),
+		read: s.writes.read, fail: s.writes.fail, watched: s.writes.watched, emit: s.writes.emit}
 	s.bucketChecks = checksOf(s)
 	s.followConn()
 	s.watchIsolation(prefix)
@@ -306,16 +333,16 @@ func (s *Store) opened(ctx context.Context, st bucketState) {
 			"account, JetStream domain or bucket name, and instances on different buckets do not exclude each other: "+
 			"create the bucket once (CreateBucket) and set Config.NoCreate", "domain", domain,
 			"account", accountName(ctx, s.nc), "replicas", st.replicas, "max_ttl", s.maxTTL, "expiry", st.mode)
-		s.emit(BucketCreated{Bucket: s.bucket, Domain: st.facts.domain, Replicas: st.replicas})
+		s.writes.emit(BucketCreated{Bucket: s.bucket, Domain: st.facts.domain, Replicas: st.replicas})
 	}
 	if st.fallback != "" {
 		s.log.Warn("natsstore: " + st.fallback + "; expiry is judged by contenders watching for an unchanged revision " +
 			"for a lease's TTL, and watchers do not see expiries")
-		s.emit(ExpiryFallback{Bucket: s.bucket, Reason: st.fallback})
+		s.writes.emit(ExpiryFallback{Bucket: s.bucket, Reason: st.fallback})
 	}
 	for _, why := range st.degraded {
 		s.log.Warn("natsstore: " + why)
-		s.emit(BucketDegraded{Bucket: s.bucket, Reason: why})
+		s.writes.emit(BucketDegraded{Bucket: s.bucket, Reason: why})
 	}
 }
 
@@ -544,18 +571,18 @@ func (g guarded) end() {
 
 // begin checks a call's common preconditions and returns its deadline:
 // ctx's, or the store's Timeout from now when ctx has none.
-func (s *Store) begin(ctx context.Context) (time.Time, error) {
+func (w *writes) begin(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
-	if s.closed.Load() {
+	if w.closed.Load() {
 		return time.Time{}, lease.ErrClosed
 	}
-	if be := s.broken.Load(); be != nil {
+	if be := w.broken.Load(); be != nil {
 		return time.Time{}, be
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		return deadline, nil
 	}
-	return time.Now().Add(s.cfg.timeout()), nil
+	return time.Now().Add(w.cfg.timeout()), nil
 }

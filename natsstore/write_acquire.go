@@ -21,11 +21,11 @@ import (
 // revision expected, when there is one; 2. read the key, unless the write's
 // answer did; 3. judge what was read; 4. write at the revision judged in
 // the next attempt.
-func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
+func (w *writes) acquire(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
 	f *flight) (lease.Acquisition, error) {
 
 	rec.Acquired = time.Now().UnixMilli()
-	expect, write, err := s.fastPath(ctx, deadline, c.LeaseID, c.OwnerID, c.Term)
+	expect, write, err := w.fastPath(ctx, deadline, c.LeaseID, c.OwnerID, c.Term)
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
@@ -36,13 +36,13 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 		// failed, ends the call; one refused, or whose outcome is unknown,
 		// goes on.
 		if a.write {
-			if res, done, err := s.acquireWrite(ctx, a); done {
+			if res, done, err := w.acquireWrite(ctx, a); done {
 				return res, err
 			}
 		}
 		// 2. Read the key, unless step 1 read it back.
 		if a.last == nil {
-			switch res, next, err := s.acquireRead(ctx, a); next {
+			switch res, next, err := w.acquireRead(ctx, a); next {
 			case stepDone:
 				return res, err
 			case stepAgain:
@@ -50,7 +50,7 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 			}
 		}
 		// 3. Judge it: held, or not a lease, ends the call.
-		v, res, next, err := s.acquireJudge(ctx, a, attempt)
+		v, res, next, err := w.acquireJudge(ctx, a, attempt)
 		switch next {
 		case stepDone:
 			return res, err
@@ -59,7 +59,7 @@ func (s *Store) acquire(ctx context.Context, deadline time.Time, c lease.Claim, 
 		}
 		// 4. Write at the revision judged in the next attempt.
 		if err := a.advance(ctx, attempt, v.rev); err != nil {
-			return lease.Acquisition{}, s.failOp(ctx, deadline, a.what(), err)
+			return lease.Acquisition{}, w.failOp(ctx, deadline, a.what(), err)
 		}
 	}
 	return lease.Acquisition{}, gaveUp(a.what(), a.moved, a.expect)
@@ -97,13 +97,13 @@ const (
 // done when the write landed (the key is taken) or failed; after a refused
 // write a.refused is set, and after one whose outcome is unknown a.last is
 // the key as read back.
-func (s *Store) acquireWrite(ctx context.Context, a *acquiring) (lease.Acquisition, bool, error) {
+func (w *writes) acquireWrite(ctx context.Context, a *acquiring) (lease.Acquisition, bool, error) {
 	a.rec.Nonce = rand.Uint64()
-	a.sent = append(a.sent, sentWrite{nonce: a.rec.Nonce, before: s.top.Load()})
-	ack, err := s.publish(ctx, a.deadline, a.c.LeaseID, a.rec, a.expect, a.ttl)
+	a.sent = append(a.sent, sentWrite{nonce: a.rec.Nonce, before: w.top.Load()})
+	ack, err := w.publish(ctx, a.deadline, a.c.LeaseID, a.rec, a.expect, a.ttl)
 	switch outcome(ctx, err) {
 	case written:
-		s.keys.put(a.c.LeaseID, heldState(ack.Sequence, a.rec))
+		w.keys.put(a.c.LeaseID, heldState(ack.Sequence, a.rec))
 		return acquired(a.c, ack.Sequence), true, nil
 	case conflict:
 		a.last, a.refused = nil, true
@@ -111,28 +111,28 @@ func (s *Store) acquireWrite(ctx context.Context, a *acquiring) (lease.Acquisiti
 	case unknown:
 		// The write may have landed: read the key back. Our nonce
 		// there means it did, and its revision is the token.
-		s.flights.reading(a.f)
-		m, mark, rerr := s.readMarked(ctx, a.deadline, a.c.LeaseID)
+		w.flights.reading(a.f)
+		m, mark, rerr := w.readMarked(ctx, a.deadline, a.c.LeaseID)
 		a.readAt = mark
 		if rerr != nil {
-			return lease.Acquisition{}, true, s.failOp(ctx, a.deadline, a.what(), worse(err, rerr))
+			return lease.Acquisition{}, true, w.failOp(ctx, a.deadline, a.what(), worse(err, rerr))
 		}
-		if res, ok, err := s.mine(ctx, a, m); ok {
+		if res, ok, err := w.mine(ctx, a, m); ok {
 			return res, true, err
 		}
 		a.last, a.refused = orNotFound(m), false
 		return lease.Acquisition{}, false, nil
 	default:
-		return lease.Acquisition{}, true, s.failOp(ctx, a.deadline, a.what(), err)
+		return lease.Acquisition{}, true, w.failOp(ctx, a.deadline, a.what(), err)
 	}
 }
 
 // acquireRead is step 2 of an attempt: a read of the key into a.last. A key
 // found free by a direct get while reads are refused (see readOrFree) is
 // written at once, in the next attempt.
-func (s *Store) acquireRead(ctx context.Context, a *acquiring) (lease.Acquisition, step, error) {
-	s.flights.reading(a.f)
-	m, mark, err := s.readOrFree(ctx, a.deadline, a.c.LeaseID)
+func (w *writes) acquireRead(ctx context.Context, a *acquiring) (lease.Acquisition, step, error) {
+	w.flights.reading(a.f)
+	m, mark, err := w.readOrFree(ctx, a.deadline, a.c.LeaseID)
 	a.readAt = mark
 	var free *freeAt
 	if errors.As(err, &free) {
@@ -145,10 +145,10 @@ func (s *Store) acquireRead(ctx context.Context, a *acquiring) (lease.Acquisitio
 		err = free.read
 	}
 	if err != nil {
-		return lease.Acquisition{}, stepDone, s.failOp(ctx, a.deadline, a.what(), err)
+		return lease.Acquisition{}, stepDone, w.failOp(ctx, a.deadline, a.what(), err)
 	}
 	if a.refused {
-		if res, ok, err := s.mine(ctx, a, m); ok {
+		if res, ok, err := w.mine(ctx, a, m); ok {
 			return res, stepDone, err // refused by a deposed leader, taken by the new one
 		}
 	}
@@ -159,11 +159,11 @@ func (s *Store) acquireRead(ctx context.Context, a *acquiring) (lease.Acquisitio
 // acquireJudge is step 3 of an attempt: the judgement of a.last. A key held
 // by another ends the call, once the stream's leader confirms the read; one
 // free because its session ended goes on once a write ends the session.
-func (s *Store) acquireJudge(ctx context.Context, a *acquiring, attempt int) (verdict, lease.Acquisition, step, error) {
-	v, err := s.judge(ctx, a.deadline, a.c, a.last)
+func (w *writes) acquireJudge(ctx context.Context, a *acquiring, attempt int) (verdict, lease.Acquisition, step, error) {
+	v, err := w.judge(ctx, a.deadline, a.c, a.last)
 	if err == nil && !v.free {
 		// Held by another: an answer given without a write to prove it.
-		switch err := s.confirmHeld(ctx, a, attempt); {
+		switch err := w.confirmHeld(ctx, a, attempt); {
 		case errors.Is(err, errMovedOn):
 			a.write, a.last = false, nil
 			return v, lease.Acquisition{}, stepAgain, nil
@@ -177,7 +177,7 @@ func (s *Store) acquireJudge(ctx context.Context, a *acquiring, attempt int) (ve
 	if v.proof != nil {
 		// Free because its session ended: end the session with a write
 		// at the revision judged, or take nothing (an old answer).
-		if ok, err := s.proveSessionEnded(ctx, a.deadline, a.c, v.proof); err != nil || !ok {
+		if ok, err := w.proveSessionEnded(ctx, a.deadline, a.c, v.proof); err != nil || !ok {
 			return v, lease.Acquisition{Holder: v.holder}, stepDone, err
 		}
 	}
@@ -189,13 +189,13 @@ func (s *Store) acquireJudge(ctx context.Context, a *acquiring, attempt int) (ve
 // (its watch saw a release), it reads it again (errMovedOn), in the first
 // attempt only: the revision the watch saw may be one the stream leader has
 // yet to apply.
-func (s *Store) confirmHeld(ctx context.Context, a *acquiring, attempt int) error {
+func (w *writes) confirmHeld(ctx context.Context, a *acquiring, attempt int) error {
 	var changed func() bool
 	if attempt == 0 {
 		read := a.last.Sequence
-		changed = func() bool { st, _ := s.keys.get(a.c.LeaseID); return st.Rev > read }
+		changed = func() bool { st, _ := w.keys.get(a.c.LeaseID); return st.Rev > read }
 	}
-	return s.currentUnless(ctx, a.deadline, a.what(), a.readAt, changed)
+	return w.currentUnless(ctx, a.deadline, a.what(), a.readAt, changed)
 }
 
 // advance is step 4 of an attempt: the next attempt writes at rev, the
@@ -219,15 +219,15 @@ func (a *acquiring) advance(ctx context.Context, attempt int, rev uint64) error 
 
 // mine returns the acquisition a write of a that landed at m made, if m is
 // one (see isWrite).
-func (s *Store) mine(ctx context.Context, a *acquiring, m *jetstream.RawStreamMsg) (lease.Acquisition, bool, error) {
+func (w *writes) mine(ctx context.Context, a *acquiring, m *jetstream.RawStreamMsg) (lease.Acquisition, bool, error) {
 	sw, ok := isWrite(m, a.rec, a.sent)
 	if !ok {
 		return lease.Acquisition{}, false, nil
 	}
-	if err := s.landed(a.c.LeaseID, m.Sequence, sw.before); err != nil {
-		return lease.Acquisition{}, true, s.failOp(ctx, a.deadline, a.what(), err)
+	if err := w.landed(a.c.LeaseID, m.Sequence, sw.before); err != nil {
+		return lease.Acquisition{}, true, w.failOp(ctx, a.deadline, a.what(), err)
 	}
 	r, _ := heldRecord(m)
-	s.keys.put(a.c.LeaseID, heldState(m.Sequence, r))
+	w.keys.put(a.c.LeaseID, heldState(m.Sequence, r))
 	return acquired(a.c, m.Sequence), true, nil
 }

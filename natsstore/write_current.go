@@ -65,7 +65,7 @@ func (c *storeConn) markRead() readMark {
 
 // replicated reports whether reads must be confirmed: the bucket has more
 // than one replica and the store has a connection to ask on.
-func (s *Store) replicated() bool { return s.replicas > 1 && s.nc != nil }
+func (w *writes) replicated() bool { return w.replicas > 1 && w.nc != nil }
 
 // current confirms a read the store is about to act on without a write,
 // marked by r: for a replicated bucket, it asks the stream leader about
@@ -74,8 +74,8 @@ func (s *Store) replicated() bool { return s.replicas > 1 && s.nc != nil }
 // lease.ErrUnavailable when they do not within currentWaits. It costs
 // nothing for a bucket of one replica, and one request when the leader is
 // in touch with every replica.
-func (s *Store) current(ctx context.Context, deadline time.Time, what string, r readMark) error {
-	return s.currentUnless(ctx, deadline, what, r, nil)
+func (w *writes) current(ctx context.Context, deadline time.Time, what string, r readMark) error {
+	return w.currentUnless(ctx, deadline, what, r, nil)
 }
 
 // errMovedOn reports a read that was not confirmed because what it read
@@ -91,8 +91,8 @@ const movedPoll = 5 * time.Millisecond
 // standby confirming that a key is held, whose watch then delivers the
 // release, reads the key again at once instead of after the wait (up to
 // currentWaits while a replica is down).
-func (s *Store) currentUnless(ctx context.Context, deadline time.Time, what string, r readMark, moved func() bool) error {
-	if !s.replicated() {
+func (w *writes) currentUnless(ctx context.Context, deadline time.Time, what string, r readMark, moved func() bool) error {
+	if !w.replicated() {
 		return nil
 	}
 	wait := firstCurrentWait
@@ -100,7 +100,7 @@ func (s *Store) currentUnless(ctx context.Context, deadline time.Time, what stri
 	for waited := time.Duration(0); ; {
 		// 1. Ask the stream leader about its replicas.
 		asked := time.Now()
-		v, now, err := s.askLeader(ctx, deadline, what, r, leader)
+		v, now, err := w.askLeader(ctx, deadline, what, r, leader)
 		if err != nil {
 			return err
 		}
@@ -113,13 +113,13 @@ func (s *Store) currentUnless(ctx context.Context, deadline time.Time, what stri
 		// 3. Otherwise wait for the leader to hear from its replicas, and
 		// ask again, while there is time.
 		if !retry || waited+wait > currentWaits || time.Until(deadline) < wait {
-			return s.unconfirmed(ctx, what, r.sent, why)
+			return w.unconfirmed(ctx, what, r.sent, why)
 		}
 		if err := waitUnless(ctx, wait, moved); err != nil {
 			if errors.Is(err, errMovedOn) {
 				return err
 			}
-			return s.unconfirmed(ctx, what, r.sent, why)
+			return w.unconfirmed(ctx, what, r.sent, why)
 		}
 		waited += wait
 		wait *= 2
@@ -131,20 +131,20 @@ func (s *Store) currentUnless(ctx context.Context, deadline time.Time, what stri
 // server that answered the read, and from the leader that answered earlier
 // (leader, if not ""). It returns the leader the answer names, or leader
 // when it names none.
-func (s *Store) askLeader(ctx context.Context, deadline time.Time, what string, r readMark, leader string) (streamView, string, error) {
-	v, err := s.streamView(ctx, deadline)
+func (w *writes) askLeader(ctx context.Context, deadline time.Time, what string, r readMark, leader string) (streamView, string, error) {
+	v, err := w.streamView(ctx, deadline)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return v, leader, s.unconfirmed(ctx, what, r.sent, fmt.Sprintf("no answer to the stream information request: %v", err))
+			return v, leader, w.unconfirmed(ctx, what, r.sent, fmt.Sprintf("no answer to the stream information request: %v", err))
 		}
-		return v, leader, s.fail(ctx, what+" (asking the stream leader whether it is current)", err)
+		return v, leader, w.fail(ctx, what+" (asking the stream leader whether it is current)", err)
 	}
-	if s.nc.Stats().Reconnects != r.conn {
-		return v, leader, s.unconfirmed(ctx, what, r.sent, "the connection moved to another server after the read")
+	if w.nc.Stats().Reconnects != r.conn {
+		return v, leader, w.unconfirmed(ctx, what, r.sent, "the connection moved to another server after the read")
 	}
 	if ci := v.Cluster; ci != nil && ci.Leader != "" {
 		if leader != "" && ci.Leader != leader {
-			return v, leader, s.unconfirmed(ctx, what, r.sent, fmt.Sprintf("the stream's leader changed from %s to %s", leader, ci.Leader))
+			return v, leader, w.unconfirmed(ctx, what, r.sent, fmt.Sprintf("the stream's leader changed from %s to %s", leader, ci.Leader))
 		}
 		leader = ci.Leader
 	}
@@ -195,10 +195,10 @@ func (u *upkeep) unconfirmed(ctx context.Context, what string, sent time.Time, w
 // stream that is not clustered has a nil Cluster and no Error: reads are
 // then not the leader's to confirm. An error answer (no leader, the bucket
 // gone) confirms nothing: leadsAt asks again.
-func (s *Store) streamView(ctx context.Context, deadline time.Time) (streamView, error) {
-	g := s.guard(ctx, deadline, 2)
+func (w *writes) streamView(ctx context.Context, deadline time.Time) (streamView, error) {
+	g := w.guard(ctx, deadline, 2)
 	defer g.end()
-	resp, err := s.nc.RequestWithContext(g.ctx, s.infoSubject, nil)
+	resp, err := w.nc.RequestWithContext(g.ctx, w.infoSubject, nil)
 	if err != nil {
 		return streamView{}, err
 	}

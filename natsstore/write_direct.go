@@ -64,30 +64,30 @@ func (f *freeAt) Error() string {
 // leader. It returns a *freeAt when the answer shows the key free, an error
 // matching lease.ErrStoreConfig when it shows an expiry marker of a bucket
 // that changed, and nil otherwise.
-func (s *Store) directFree(ctx context.Context, deadline time.Time, key string, readErr error) error {
-	if s.nc == nil || s.directPrefix == "" {
+func (w *writes) directFree(ctx context.Context, deadline time.Time, key string, readErr error) error {
+	if w.nc == nil || w.directPrefix == "" {
 		return nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, directWait)
 	defer cancel()
-	resp, err := s.nc.RequestWithContext(dctx, s.directPrefix+s.subject+key, nil)
+	resp, err := w.nc.RequestWithContext(dctx, w.directPrefix+w.subject+key, nil)
 	if err != nil {
 		return nil
 	}
-	m, err := directMsg(resp, "KV_"+s.bucket)
+	m, err := directMsg(resp, "KV_"+w.bucket)
 	if err != nil {
 		return nil
 	}
-	kind, rec, _ := s.classify(key, m)
+	kind, rec, _ := w.classify(key, m)
 	if kind != msgFree {
 		return nil
 	}
 	if rec.Kind != kindReleased {
-		if ok, err := s.trustMarker(ctx, deadline, key); !ok {
+		if ok, err := w.trustMarker(ctx, deadline, key); !ok {
 			return err
 		}
 	}
-	s.log.Info("natsstore: reads wait for JetStream's meta leader; a direct get shows the key free: writing at its revision",
+	w.log.Info("natsstore: reads wait for JetStream's meta leader; a direct get shows the key free: writing at its revision",
 		"lease", key, "revision", m.Sequence, "read", readErr)
 	return &freeAt{rev: m.Sequence, read: readErr}
 }
@@ -97,8 +97,8 @@ func (s *Store) directFree(ctx context.Context, deadline time.Time, key string, 
 // it) may be written at: confirmExpiry passes, as judge requires of one it
 // read. Only a bucket found changed (ErrStoreConfig) is an error; a marker
 // that cannot be confirmed now is not trusted, and the key is read.
-func (s *Store) trustMarker(ctx context.Context, deadline time.Time, key string) (bool, error) {
-	err := s.confirmExpiry(ctx, deadline, key)
+func (w *writes) trustMarker(ctx context.Context, deadline time.Time, key string) (bool, error) {
+	err := w.confirmExpiry(ctx, deadline, key)
 	if errors.Is(err, lease.ErrStoreConfig) {
 		return false, err
 	}

@@ -111,15 +111,15 @@ func (f *flight) answer(term string, n int) (lease.Acquisition, bool) {
 // takes the outcome of the flight already in progress when it answers c
 // (see flights). The whole call, waits included, is bounded as c's own
 // Acquire is: by ctx, or the store's timeout when ctx has no deadline.
-func (s *Store) coalesced(ctx context.Context, c lease.Claim, rec record, ttl time.Duration) (lease.Acquisition, error) {
-	deadline, err := s.begin(ctx)
+func (w *writes) coalesced(ctx context.Context, c lease.Claim, rec record, ttl time.Duration) (lease.Acquisition, error) {
+	deadline, err := w.begin(ctx)
 	if err != nil {
 		return lease.Acquisition{}, err
 	}
 	for {
-		f, n := s.flights.join(c.LeaseID)
+		f, n := w.flights.join(c.LeaseID)
 		if n == 0 {
-			return s.leadFlight(ctx, deadline, c, rec, ttl, f)
+			return w.leadFlight(ctx, deadline, c, rec, ttl, f)
 		}
 		if err := await(ctx, deadline, f.done); err != nil {
 			return lease.Acquisition{}, unavailable(ctx, "acquire "+c.LeaseID+
@@ -135,10 +135,10 @@ func (s *Store) coalesced(ctx context.Context, c lease.Claim, rec record, ttl ti
 // also when the Acquire panics (a bug): its waiters then run their own,
 // and later claims of the key are not left joining a flight that never
 // lands.
-func (s *Store) leadFlight(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
+func (w *writes) leadFlight(ctx context.Context, deadline time.Time, c lease.Claim, rec record, ttl time.Duration,
 	f *flight) (a lease.Acquisition, err error) {
-	defer func() { s.flights.land(c.LeaseID, f, a, err) }()
-	return s.acquire(ctx, deadline, c, rec, ttl, f)
+	defer func() { w.flights.land(c.LeaseID, f, a, err) }()
+	return w.acquire(ctx, deadline, c, rec, ttl, f)
 }
 
 // await waits until done closes, ctx is done or deadline (if not zero)

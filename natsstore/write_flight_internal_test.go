@@ -91,6 +91,7 @@ func herdStore(t *testing.T, kv keyValue) *Store {
 		openedBucket: openedBucket{bucket: "b", subject: "$KV.b.", putPrefix: "$KV.b.", maxTTL: time.Minute},
 		keyBook:      keyBook{keys: newKeyCache(time.Now)},
 	}
+	s.writes = writesOf(s)
 	s.bucketChecks = checksOf(s)
 	s.mode.Store(uint32(ExpiryServer))
 	s.life, s.stop = context.WithCancel(context.Background())

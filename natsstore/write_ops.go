@@ -46,26 +46,26 @@ func (s *Store) Acquire(ctx context.Context, c lease.Claim) (lease.Acquisition, 
 		return lease.Acquisition{}, err
 	}
 	rec := record{Kind: kindHeld, Owner: c.OwnerID, Term: c.Term, TTL: ttlMillis(c.TTL), Meta: c.Meta}
-	a, err := s.coalesced(ctx, c, rec, s.ttlFor(c.TTL))
-	return s.settle(c.LeaseID, a, err), err
+	a, err := s.writes.coalesced(ctx, c, rec, s.writes.ttlFor(c.TTL))
+	return s.writes.settle(c.LeaseID, a, err), err
 }
 
 // settle finishes an Acquire or AcquireUnder of key: a failed one restarts
 // the key's observation, and one that found the key held says when it will
 // be judged expired, or, when it vanished without a release (no holder),
 // when its wait of the bucket's MaxTTL ends.
-func (s *Store) settle(key string, a lease.Acquisition, err error) lease.Acquisition {
+func (w *writes) settle(key string, a lease.Acquisition, err error) lease.Acquisition {
 	switch {
 	case err != nil:
-		s.keys.interrupt(key)
+		w.keys.interrupt(key)
 	case !a.Acquired && a.Holder.OwnerID == "" && a.Holder.Session == "":
-		a.ExpiresIn = s.keys.vanishedLeft(key, s.rules())
+		a.ExpiresIn = w.keys.vanishedLeft(key, w.rules())
 	case !a.Acquired && a.Holder.Session != "":
 		// Held while its session is: free when the session's key is judged
 		// expired, which its own observation tells.
-		a.ExpiresIn = s.keys.expiresIn(a.Holder.Session)
+		a.ExpiresIn = w.keys.expiresIn(a.Holder.Session)
 	case !a.Acquired:
-		a.ExpiresIn = s.keys.expiresIn(key)
+		a.ExpiresIn = w.keys.expiresIn(key)
 	}
 	return a
 }
@@ -144,15 +144,15 @@ func (r record) keyHolder(rev uint64) keyHolder {
 // after a partition heals, while its stream takes writes and confirmExpiry
 // asks the stream leader alone. Should the marker not be trusted, the key
 // is read and judged; a bucket found changed (ErrStoreConfig) is the error.
-func (s *Store) fastPath(ctx context.Context, deadline time.Time, key, owner, term string) (rev uint64, write bool, err error) {
-	st, ok := s.keys.get(key)
+func (w *writes) fastPath(ctx context.Context, deadline time.Time, key, owner, term string) (rev uint64, write bool, err error) {
+	st, ok := w.keys.get(key)
 	switch {
 	case !ok:
 		return 0, true, nil
 	case st.free() || st.term == term && st.owner == owner:
 		return st.Rev, true, nil
 	case st.State == expiry.Marker:
-		ok, err := s.trustMarker(ctx, deadline, key)
+		ok, err := w.trustMarker(ctx, deadline, key)
 		return st.Rev, ok, err
 	default:
 		return 0, false, nil
@@ -183,8 +183,8 @@ func ours(m *jetstream.RawStreamMsg, l lease.Lease) bool {
 // cannot tell owners apart, so the store must know who wrote l.Revision: it
 // does when it made that write itself (the common case, no round trip);
 // otherwise it reads the key.
-func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l lease.Lease) (rev uint64, acquiredAt int64, err error) {
-	st, ok := s.keys.get(l.ID)
+func (w *writes) precheck(ctx context.Context, deadline time.Time, op string, l lease.Lease) (rev uint64, acquiredAt int64, err error) {
+	st, ok := w.keys.get(l.ID)
 	if ok && st.Rev == l.Revision {
 		if st.term == l.Term && st.owner == l.OwnerID && st.token == uint64(l.Token) {
 			return l.Revision, st.acquired, nil
@@ -196,15 +196,15 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 		return 0, 0, fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w: revision %d is %s",
 			l.ID, l.OwnerID, l.Term, l.Token, lease.ErrLost, l.Revision, why)
 	}
-	m, sent, err := s.readMarked(ctx, deadline, l.ID)
+	m, sent, err := w.readMarked(ctx, deadline, l.ID)
 	if err != nil {
-		return 0, 0, s.failOp(ctx, deadline, op+" "+l.ID, err)
+		return 0, 0, w.failOp(ctx, deadline, op+" "+l.ID, err)
 	}
 	if !ours(m, l) {
-		if err := s.current(ctx, deadline, op+" "+l.ID, sent); err != nil {
+		if err := w.current(ctx, deadline, op+" "+l.ID, sent); err != nil {
 			return 0, 0, err
 		}
-		return 0, 0, s.lost(ctx, deadline, l, m)
+		return 0, 0, w.lost(ctx, deadline, l, m)
 	}
 	if r, ok := heldRecord(m); ok {
 		acquiredAt = r.Acquired
@@ -218,7 +218,7 @@ func (s *Store) precheck(ctx context.Context, deadline time.Time, op string, l l
 // it) is recognised and renewed; anything else is ErrLost.
 func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	rec := record{Kind: kindHeld, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token), TTL: ttlMillis(l.TTL), Meta: l.Meta}
-	rev, err := s.rewrite(ctx, "renew", l, rec)
+	rev, err := s.writes.rewrite(ctx, "renew", l, rec)
 	if err != nil {
 		return l, err
 	}
@@ -230,7 +230,7 @@ func (s *Store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 // carrying a release record so that contenders know the owner let go
 // (and need not wait, as they do after an operator's delete).
 func (s *Store) Release(ctx context.Context, l lease.Lease) error {
-	_, err := s.rewrite(ctx, "release", l, record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)})
+	_, err := s.writes.rewrite(ctx, "release", l, record{Kind: kindReleased, Owner: l.OwnerID, Term: l.Term, Token: uint64(l.Token)})
 	return err
 }
 
@@ -288,8 +288,8 @@ func opNoun(op string) string {
 // (a deleted and re-created bucket, a rolled-back server), so the bucket is
 // checked first: a *BucketError, not ErrLost, then reports a bucket the
 // store must stop using.
-func (s *Store) lost(ctx context.Context, deadline time.Time, l lease.Lease, m *jetstream.RawStreamMsg) error {
-	if err := s.checkSince(ctx, deadline, time.Now()); isBucketError(err) {
+func (w *writes) lost(ctx context.Context, deadline time.Time, l lease.Lease, m *jetstream.RawStreamMsg) error {
+	if err := w.checkSince(ctx, deadline, time.Now()); isBucketError(err) {
 		return fmt.Errorf("natsstore: %s (owner %s, term %s, token %d): %w", l.ID, l.OwnerID, l.Term, l.Token, err)
 	}
 	var why string
@@ -303,20 +303,20 @@ func (s *Store) lost(ctx context.Context, deadline time.Time, l lease.Lease, m *
 		// reported a regression otherwise): not a lease of this bucket.
 		why = fmt.Sprintf("the key is at revision %d, before the lease's revision %d", m.Sequence, l.Revision)
 	default:
-		kind, r, err := s.classify(l.ID, m)
+		kind, r, err := w.classify(l.ID, m)
 		switch kind {
 		case msgHeld:
 			why = fmt.Sprintf("held by %s (term %s) with token %d at revision %d", r.Owner, r.Term, r.token(m.Sequence), m.Sequence)
-			s.keys.put(l.ID, heldState(m.Sequence, r))
+			w.keys.put(l.ID, heldState(m.Sequence, r))
 		case msgFree:
 			why = fmt.Sprintf("released or expired at revision %d", m.Sequence)
 		case msgRemoved:
 			why = fmt.Sprintf("deleted by someone else than its owner at revision %d", m.Sequence)
-			s.log.Warn("natsstore: lease key deleted behind its owner's back", "lease", l.ID,
+			w.log.Warn("natsstore: lease key deleted behind its owner's back", "lease", l.ID,
 				"owner", l.OwnerID, "token", l.Token, "revision", m.Sequence)
 		default:
 			why = err.Error()
-			s.log.Warn("natsstore: lease key overwritten with a value that is not a lease", "lease", l.ID,
+			w.log.Warn("natsstore: lease key overwritten with a value that is not a lease", "lease", l.ID,
 				"owner", l.OwnerID, "token", l.Token, "revision", m.Sequence)
 		}
 	}
@@ -366,8 +366,8 @@ const attemptShare = 3 // of 4
 
 // publish writes rec under key, expecting the key's last revision to be
 // expect (0: no message), with a per-message TTL when ttl > 0.
-func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec record, expect uint64, ttl time.Duration) (*jetstream.PubAck, error) {
-	m := &nats.Msg{Subject: s.putPrefix + key, Data: appendRecord(make([]byte, 0, 128), rec)}
+func (w *writes) publish(ctx context.Context, deadline time.Time, key string, rec record, expect uint64, ttl time.Duration) (*jetstream.PubAck, error) {
+	m := &nats.Msg{Subject: w.putPrefix + key, Data: appendRecord(make([]byte, 0, 128), rec)}
 	if rec.Kind == kindReleased {
 		m.Header = nats.Header{hdrOperation: []string{opDelete}}
 	}
@@ -376,24 +376,24 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(ttl))
 	}
-	g := s.guard(ctx, deadline, attemptShare)
+	g := w.guard(ctx, deadline, attemptShare)
 	defer g.end()
 	actx := g.ctx
-	before := s.top.Load()
-	ack, err := s.sendWrite(actx, m, opts)
+	before := w.top.Load()
+	ack, err := w.sendWrite(actx, m, opts)
 	if err == nil && ack == nil {
 		err = jetstream.ErrInvalidJSAck
 	}
 	if err == nil {
-		if err := s.acked(key, ack, before); err != nil {
+		if err := w.acked(key, ack, before); err != nil {
 			return nil, err
 		}
 	}
-	if err != nil && ctx.Err() == nil && s.linkLost(actx) {
+	if err != nil && ctx.Err() == nil && w.linkLost(actx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
 	}
 	if err != nil && !isConflict(err) {
-		err = s.dropped(m.Subject, err)
+		err = w.dropped(m.Subject, err)
 	}
 	return ack, err
 }
@@ -406,10 +406,10 @@ func (s *Store) publish(ctx context.Context, deadline time.Time, key string, rec
 // them lands. A conflict after a copy went unanswered may mean that the
 // first one landed: it is reported as errResent, which the caller resolves
 // by reading the key back.
-func (s *Store) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (w *writes) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
-	resent, err := s.resending(actx, func(sctx context.Context) (err error) {
-		ack, err = s.kv.PublishMsg(sctx, m, opts...)
+	resent, err := w.resending(actx, func(sctx context.Context) (err error) {
+		ack, err = w.kv.PublishMsg(sctx, m, opts...)
 		return err
 	})
 	if resent && isConflict(err) {
@@ -424,20 +424,20 @@ func (s *Store) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.Pu
 // too, and a standby's Acquire sent during an election would otherwise wait
 // for its whole deadline after the stream is back, missing the release its
 // watch reports meanwhile.
-func (s *Store) getLast(actx context.Context, subject string) (*jetstream.RawStreamMsg, readMark, error) {
-	return s.getLastVia(actx, subject, nil)
+func (w *writes) getLast(actx context.Context, subject string) (*jetstream.RawStreamMsg, readMark, error) {
+	return w.getLastVia(actx, subject, nil)
 }
 
 // getLastVia is getLast, where a read refused for want of a meta leader
 // calls alt (if not nil): an error alt returns ends the read (write_direct.go).
-func (s *Store) getLastVia(actx context.Context, subject string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
+func (w *writes) getLastVia(actx context.Context, subject string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
 	var (
 		m    *jetstream.RawStreamMsg
 		mark readMark
 	)
-	_, err := s.resending(actx, func(sctx context.Context) (err error) {
-		mark = s.markRead()
-		m, err = s.kv.GetLastMsgForSubject(sctx, subject)
+	_, err := w.resending(actx, func(sctx context.Context) (err error) {
+		mark = w.markRead()
+		m, err = w.kv.GetLastMsgForSubject(sctx, subject)
 		if alt != nil && metaLeaderless(err) {
 			if aerr := alt(sctx, err); aerr != nil {
 				return aerr
@@ -452,8 +452,8 @@ func (s *Store) getLastVia(actx context.Context, subject string, alt func(contex
 // replicated bucket it calls it again when the stream does not answer within
 // resendAfter, or at once (resendPause later) when the stream has no leader
 // to answer; resent tells whether a call went unanswered.
-func (s *Store) resending(actx context.Context, try func(context.Context) error) (resent bool, err error) {
-	if !s.replicated() {
+func (w *writes) resending(actx context.Context, try func(context.Context) error) (resent bool, err error) {
+	if !w.replicated() {
 		return false, try(actx)
 	}
 	for {
@@ -466,12 +466,12 @@ func (s *Store) resending(actx context.Context, try func(context.Context) error)
 			return resent, nil
 		case unanswered:
 			resent = true
-			s.keys.outage()
+			w.keys.outage()
 			continue
 		case !noLeader(err):
 			return resent, err
 		}
-		s.keys.outage()
+		w.keys.outage()
 		t := time.NewTimer(resendPause)
 		select {
 		case <-actx.Done():
@@ -514,35 +514,35 @@ func (c *storeConn) linkLost(rctx context.Context) bool {
 
 // read returns the key's last message, or an empty message (Sequence 0) when
 // the subject has none.
-func (s *Store) read(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, error) {
-	m, _, err := s.readMarked(ctx, deadline, key)
+func (w *writes) read(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, error) {
+	m, _, err := w.readMarked(ctx, deadline, key)
 	return m, err
 }
 
 // readMarked is read, which also returns when and on which connection the
 // request that was answered was sent (the call may send it more than once),
 // for Store.current.
-func (s *Store) readMarked(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
-	return s.readVia(ctx, deadline, key, nil)
+func (w *writes) readMarked(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
+	return w.readVia(ctx, deadline, key, nil)
 }
 
 // readOrFree is readMarked for Acquire, which also looks for the key free
 // through a direct get while reads are refused for want of a meta leader:
 // it then returns a *freeAt error (write_direct.go).
-func (s *Store) readOrFree(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
-	return s.readVia(ctx, deadline, key, func(sctx context.Context, err error) error {
-		return s.directFree(sctx, deadline, key, err)
+func (w *writes) readOrFree(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
+	return w.readVia(ctx, deadline, key, func(sctx context.Context, err error) error {
+		return w.directFree(sctx, deadline, key, err)
 	})
 }
 
 // readVia is readMarked, whose refused reads call alt (see getLast).
-func (s *Store) readVia(ctx context.Context, deadline time.Time, key string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
-	g := s.guard(ctx, deadline, 4)
+func (w *writes) readVia(ctx context.Context, deadline time.Time, key string, alt func(context.Context, error) error) (*jetstream.RawStreamMsg, readMark, error) {
+	g := w.guard(ctx, deadline, 4)
 	defer g.end()
 	rctx := g.ctx
-	top := s.keyTop(key) // before the request: the server had it then
-	m, mark, err := s.getLastVia(rctx, s.subject+key, alt)
-	if err != nil && ctx.Err() == nil && s.linkLost(rctx) {
+	top := w.keyTop(key) // before the request: the server had it then
+	m, mark, err := w.getLastVia(rctx, w.subject+key, alt)
+	if err != nil && ctx.Err() == nil && w.linkLost(rctx) {
 		err = fmt.Errorf("%w: %w", errLinkLost, err)
 	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -554,13 +554,13 @@ func (s *Store) readVia(ctx context.Context, deadline time.Time, key string, alt
 			// come back if the server lost the newer, or from a stream
 			// leader cut off from its cluster, which answers from what it
 			// has until it steps down (write_stale.go).
-			if err := s.current(ctx, deadline, "read "+key, mark); err != nil {
+			if err := w.current(ctx, deadline, "read "+key, mark); err != nil {
 				return nil, mark, err
 			}
-			return nil, mark, s.regressedRead("read "+key, key, top, m.Sequence)
+			return nil, mark, w.regressedRead("read "+key, key, top, m.Sequence)
 		}
-		s.freshRead(key)
-		s.sawRevision(m.Sequence)
+		w.freshRead(key)
+		w.sawRevision(m.Sequence)
 	}
 	return m, mark, err
 }
@@ -574,11 +574,11 @@ func orNotFound(m *jetstream.RawStreamMsg) *jetstream.RawStreamMsg {
 
 // ttlFor returns the per-message TTL of a held value: the lease TTL plus
 // Config.ExpiryGrace (Config.serverTTL), or 0 (none) in observed mode.
-func (s *Store) ttlFor(ttl time.Duration) time.Duration {
-	if s.Expiry() != ExpiryServer {
+func (w *writes) ttlFor(ttl time.Duration) time.Duration {
+	if w.expiry() != ExpiryServer {
 		return 0
 	}
-	return s.cfg.serverTTL(ttl)
+	return w.cfg.serverTTL(ttl)
 }
 
 // ttlMillis returns ttl rounded up to whole milliseconds, as records keep it.

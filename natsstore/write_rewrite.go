@@ -18,35 +18,35 @@ import (
 // same term (a renewal of ours that landed after we gave up on it) is
 // written over again; anything else is ErrLost. A write whose outcome is
 // unknown is read back, and recognised by its nonce.
-func (s *Store) rewrite(ctx context.Context, op string, l lease.Lease, rec record) (uint64, error) {
-	if err := s.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
+func (w *writes) rewrite(ctx context.Context, op string, l lease.Lease, rec record) (uint64, error) {
+	if err := w.validTTL(lease.ValidateLease(l), l.TTL); err != nil {
 		return 0, err
 	}
-	deadline, err := s.begin(ctx)
+	deadline, err := w.begin(ctx)
 	if err != nil {
 		return 0, err
 	}
-	expect, acquiredAt, err := s.precheck(ctx, deadline, op, l)
+	expect, acquiredAt, err := w.precheck(ctx, deadline, op, l)
 	if err != nil {
 		return 0, err
 	}
 	rec.Acquired = acquiredAt
-	ttl := s.ttlFor(l.TTL)
+	ttl := w.ttlFor(l.TTL)
 	if rec.Kind == kindReleased {
-		ttl = s.releaseTTL()
+		ttl = w.releaseTTL()
 	}
 	rw := &rewriting{op: op, l: l, rec: rec, ttl: ttl, deadline: deadline, expect: expect,
 		sent: make([]sentWrite, 0, maxAttempts)}
 	for attempt := range maxAttempts {
 		// 1. Write at the revision expected, and read the key back when
 		// the write was refused or its outcome is unknown.
-		m, rev, done, err := s.rewriteOnce(ctx, rw, attempt)
+		m, rev, done, err := w.rewriteOnce(ctx, rw, attempt)
 		if done {
 			return rev, err
 		}
 		// 2. Write again over a later write of l's own term only.
 		if !ours(m, l) {
-			return 0, s.lost(ctx, deadline, l, m)
+			return 0, w.lost(ctx, deadline, l, m)
 		}
 		rw.expect = m.Sequence
 	}
@@ -71,38 +71,38 @@ func (rw *rewriting) what() string { return rw.op + " " + rw.l.ID }
 // rewriteOnce writes rw.rec at rw.expect. It is done when the write landed,
 // or was found to have landed, (with its revision) or failed; otherwise it
 // returns the key's last message, read back.
-func (s *Store) rewriteOnce(ctx context.Context, rw *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
+func (w *writes) rewriteOnce(ctx context.Context, rw *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
 	rw.rec.Nonce = rand.Uint64()
-	rw.sent = append(rw.sent, sentWrite{nonce: rw.rec.Nonce, before: s.top.Load()})
-	ack, err := s.publish(ctx, rw.deadline, rw.l.ID, rw.rec, rw.expect, rw.ttl)
+	rw.sent = append(rw.sent, sentWrite{nonce: rw.rec.Nonce, before: w.top.Load()})
+	ack, err := w.publish(ctx, rw.deadline, rw.l.ID, rw.rec, rw.expect, rw.ttl)
 	switch outcome(ctx, err) {
 	case written:
-		return nil, s.rewritten(rw.l.ID, rw.rec, ack.Sequence), true, nil
+		return nil, w.rewritten(rw.l.ID, rw.rec, ack.Sequence), true, nil
 	case conflict:
-		return s.rewriteRefused(ctx, rw, attempt)
+		return w.rewriteRefused(ctx, rw, attempt)
 	case unknown:
-		return s.rewriteUnknown(ctx, rw, err)
+		return w.rewriteUnknown(ctx, rw, err)
 	default:
-		return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), err)
+		return nil, 0, true, w.failOp(ctx, rw.deadline, rw.what(), err)
 	}
 }
 
 // rewriteRefused reads the key after a write of rw was refused. A write of
 // rw found there (refused by a deposed leader, taken by the new one) is done;
 // a key still at rw.expect is given time for a write in flight to land.
-func (s *Store) rewriteRefused(ctx context.Context, rw *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
-	m, err := s.read(ctx, rw.deadline, rw.l.ID)
+func (w *writes) rewriteRefused(ctx context.Context, rw *rewriting, attempt int) (*jetstream.RawStreamMsg, uint64, bool, error) {
+	m, err := w.read(ctx, rw.deadline, rw.l.ID)
 	if err != nil {
-		return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), err)
+		return nil, 0, true, w.failOp(ctx, rw.deadline, rw.what(), err)
 	}
 	if sw, ok := isWrite(m, rw.rec, rw.sent); ok {
-		rev, err := s.rewriteMine(ctx, rw, m.Sequence, sw)
+		rev, err := w.rewriteMine(ctx, rw, m.Sequence, sw)
 		return nil, rev, true, err
 	}
 	if m.Sequence != rw.expect {
 		rw.moved = true
 	} else if err := pause(ctx, attempt); err != nil {
-		return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), err)
+		return nil, 0, true, w.failOp(ctx, rw.deadline, rw.what(), err)
 	}
 	return m, 0, false, nil
 }
@@ -117,21 +117,21 @@ func (s *Store) rewriteRefused(ctx context.Context, rw *rewriting, attempt int) 
 // and then written again at rw.expect: a compare-and-swap, refused if the
 // earlier copy landed (rewriteRefused then reads it back), taken if the
 // conflict came from a deposed leader.
-func (s *Store) rewriteUnknown(ctx context.Context, rw *rewriting, werr error) (*jetstream.RawStreamMsg, uint64, bool, error) {
+func (w *writes) rewriteUnknown(ctx context.Context, rw *rewriting, werr error) (*jetstream.RawStreamMsg, uint64, bool, error) {
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
-		m, err := s.read(ctx, rw.deadline, rw.l.ID)
+		m, err := w.read(ctx, rw.deadline, rw.l.ID)
 		if err != nil {
-			return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(), worse(werr, err))
+			return nil, 0, true, w.failOp(ctx, rw.deadline, rw.what(), worse(werr, err))
 		}
 		if sw, ok := isWrite(m, rw.rec, rw.sent); ok {
-			rev, err := s.rewriteMine(ctx, rw, m.Sequence, sw)
+			rev, err := w.rewriteMine(ctx, rw, m.Sequence, sw)
 			return nil, rev, true, err
 		}
 		if m == nil || m.Sequence != rw.expect {
 			return m, 0, false, nil
 		}
 		if !errors.Is(werr, errResent) {
-			return nil, 0, true, s.failOp(ctx, rw.deadline, rw.what(),
+			return nil, 0, true, w.failOp(ctx, rw.deadline, rw.what(),
 				fmt.Errorf("the %s did not land (yet): %w", opNoun(rw.op), werr))
 		}
 		if wait > 80*time.Millisecond || !sleepWithin(ctx, rw.deadline, wait) {
@@ -148,11 +148,11 @@ func sleepWithin(ctx context.Context, deadline time.Time, d time.Duration) bool 
 
 // rewriteMine takes a write of rw found at rev (see isWrite), sent when the
 // highest revision seen was sw.before.
-func (s *Store) rewriteMine(ctx context.Context, rw *rewriting, rev uint64, sw sentWrite) (uint64, error) {
-	if err := s.landed(rw.l.ID, rev, sw.before); err != nil {
-		return 0, s.failOp(ctx, rw.deadline, rw.what(), err)
+func (w *writes) rewriteMine(ctx context.Context, rw *rewriting, rev uint64, sw sentWrite) (uint64, error) {
+	if err := w.landed(rw.l.ID, rev, sw.before); err != nil {
+		return 0, w.failOp(ctx, rw.deadline, rw.what(), err)
 	}
-	return s.rewritten(rw.l.ID, rw.rec, rev), nil
+	return w.rewritten(rw.l.ID, rw.rec, rev), nil
 }
 
 // rewritten records rec, a renewal or a release of key, written at rev, and

@@ -86,7 +86,7 @@ func TestRenewalResentIsReadAgainPastABehindRead(t *testing.T) {
 				if tc.taken {
 					wrote.Owner, wrote.Term, wrote.Nonce = "owner-b", "term-b", 7
 				}
-				ack, err := s.publish(t.Context(), w.deadline, held.ID, wrote, held.Revision, 0)
+				ack, err := s.writes.publish(t.Context(), w.deadline, held.ID, wrote, held.Revision, 0)
 				require.NoError(t, err)
 				landed = ack.Sequence
 			}
@@ -95,7 +95,7 @@ func TestRenewalResentIsReadAgainPastABehindRead(t *testing.T) {
 			s.kv = bkv
 			defer func() { s.kv = real }()
 
-			m, rev, done, err := s.rewriteUnknown(t.Context(), w, tc.werr)
+			m, rev, done, err := s.writes.rewriteUnknown(t.Context(), w, tc.werr)
 			assert.Equal(t, tc.done, done)
 			switch {
 			case tc.err != "":

@@ -42,12 +42,12 @@ type staleSpell struct {
 // Store.current: for a bucket of one replica, or when the regression has
 // persisted for regressionPersists, the store stops (regressed);
 // otherwise the read is unavailable.
-func (s *Store) regressedRead(what, key string, highest, got uint64) error {
-	if !s.replicated() {
-		return s.regressed(key, highest, got)
+func (w *writes) regressedRead(what, key string, highest, got uint64) error {
+	if !w.replicated() {
+		return w.regressed(key, highest, got)
 	}
-	now := s.keys.now()
-	st := &s.behind
+	now := w.keys.now()
+	st := &w.behind
 	st.mu.Lock()
 	sp, ok := st.m[key]
 	if !ok || now.Sub(sp.last) > regressionPersists {
@@ -67,12 +67,12 @@ func (s *Store) regressedRead(what, key string, highest, got uint64) error {
 	st.mu.Unlock()
 	lasted := now.Sub(sp.first)
 	if lasted >= regressionPersists {
-		return s.regressed(key, highest, got)
+		return w.regressed(key, highest, got)
 	}
 	if sp.first.Equal(now) {
-		ev := StaleRead{Bucket: s.bucket, Key: key, Highest: highest, Got: got}
-		s.log.Warn("natsstore: "+ev.String(), "key", key)
-		s.emit(ev)
+		ev := StaleRead{Bucket: w.bucket, Key: key, Highest: highest, Got: got}
+		w.log.Warn("natsstore: "+ev.String(), "key", key)
+		w.emit(ev)
 	}
 	where := atRevision(key)
 	return fmt.Errorf("natsstore: %s: %w: %s at revision %d, below revision %d seen before, for %v: a stale "+

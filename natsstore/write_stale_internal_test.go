@@ -77,6 +77,7 @@ func staleStore(t *testing.T, replicas int, kv keyValue, now *time.Time, events 
 		openedBucket: openedBucket{replicas: replicas, bucket: "b", subject: "$KV.b.", infoSubject: "test.info"},
 		keyBook:      keyBook{keys: newKeyCache(func() time.Time { return *now })},
 	}
+	s.writes = writesOf(s)
 	s.bucketChecks = checksOf(s)
 	return s
 }
@@ -95,7 +96,7 @@ func TestStaleReadIsUnavailableUntilItPersists(t *testing.T) {
 	read := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
+		_, err := s.writes.read(ctx, time.Now().Add(10*time.Second), "job")
 		return err
 	}
 	kv.rev.Store(607)
@@ -147,11 +148,11 @@ func TestRegressedReadOfOneReplicaStops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv.rev.Store(607)
-	_, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
+	_, err := s.writes.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.NoError(t, err)
-	s.watched(&kvEntry{bucket: "b", key: "job", revision: 607, op: jetstream.KeyValuePut})
+	s.writes.watched(&kvEntry{bucket: "b", key: "job", revision: 607, op: jetstream.KeyValuePut})
 	kv.rev.Store(556)
-	_, err = s.read(ctx, time.Now().Add(10*time.Second), "job")
+	_, err = s.writes.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.ErrorIs(t, err, lease.ErrStoreConfig)
 	assert.Equal(t, []Event{SequenceRegression{Bucket: "b", Key: "job", Highest: 607, Got: 556}}, events)
 }
@@ -170,14 +171,14 @@ func TestWatchAheadOfTheLeaderIsNoRegression(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv.rev.Store(187)
-	_, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
+	_, err := s.writes.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.NoError(t, err)
 	s.keys.put("job", keyState{Key: expiry.Key{Rev: 187}})
-	s.watched(&kvEntry{bucket: "b", key: "job", revision: 211, op: jetstream.KeyValuePut})
+	s.writes.watched(&kvEntry{bucket: "b", key: "job", revision: 211, op: jetstream.KeyValuePut})
 	st, _ := s.keys.get("job")
 	require.Equal(t, uint64(211), st.Rev, "the cache has what the watch delivered")
 
-	m, err := s.read(ctx, time.Now().Add(10*time.Second), "job")
+	m, err := s.writes.read(ctx, time.Now().Add(10*time.Second), "job")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(187), m.Sequence)
 	require.NoError(t, s.Err())
