@@ -193,7 +193,7 @@ type Config struct {
 
 	// conn is what the store knows about its connection: credential
 	// refusals (Dial's connections), and which permissions violations were
-	// already blamed on a failure (see Store.fail).
+	// already blamed on a failure (see writes.fail).
 	conn *connState
 }
 

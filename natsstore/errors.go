@@ -109,7 +109,7 @@ func unavailable(ctx context.Context, what string, err error) error {
 
 // permissionDenied returns an ErrPermission error when err, or the
 // connection's last asynchronous error, is a permissions violation. Opening
-// a store uses it; operations use Store.fail, which is stricter.
+// a store uses it; operations use writes.fail, which is stricter.
 func permissionDenied(nc *nats.Conn, err error) error {
 	perm := err
 	if !errors.Is(perm, nats.ErrPermissionViolation) {

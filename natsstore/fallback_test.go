@@ -20,7 +20,7 @@ import (
 type ttlIgnoringKV struct{ keyValue }
 
 func (k ttlIgnoringKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return k.keyValue.PublishMsg(ctx, m, opts[:1]...) // the expected sequence only (see Store.publish)
+	return k.keyValue.PublishMsg(ctx, m, opts[:1]...) // the expected sequence only (see writes.publish)
 }
 
 func (k ttlIgnoringKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {

@@ -14,7 +14,7 @@ import (
 
 // serverExpiryGrace covers the server's expiry timer and a loaded server:
 // a key whose value and expiry marker have both run out this long ago would
-// have been emptied by the server, had nobody written it (Store.stale).
+// have been emptied by the server, had nobody written it (writes.emptied).
 const serverExpiryGrace = 2 * time.Second
 
 // verdict is what judge decided about a key's last message.

@@ -151,7 +151,7 @@ func (c *keyCache) evictLocked() {
 // saw records st, delivered by a watch, unless the cache already knows the
 // key at st's revision or later (a watch can lag behind the store's own
 // writes and reads). Unless top, it leaves the key's top as it was: see
-// Store.watched.
+// writes.watched.
 func (c *keyCache) saw(key string, st keyState, top bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

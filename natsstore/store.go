@@ -97,7 +97,8 @@ type storeLife struct {
 
 // watches is the store's Watch and WatchPrefix calls and the KV watches
 // under them (watch_*.go). It holds the parts of the store it uses, and,
-// as functions, what it needs of the write path and of the key book.
+// as functions, what it needs of the write path (writes), which also
+// records in the key book what a watch delivered.
 type watches struct {
 	*storeConn
 	*openedBucket
@@ -106,23 +107,24 @@ type watches struct {
 	log    *slog.Logger
 	health *health  // watch creation times (the upkeep's)
 	hub    watchHub // Watch calls of one key share one watch run (watch_hub.go)
-	// replicated: the store confirms its reads (Store.replicated), and a
+	// replicated: the store confirms its reads (writes.replicated), and a
 	// watch's initial state waits for the stream leader's last revision.
 	replicated bool
-	// read returns a key's last message (Store.read).
+	// read returns a key's last message (writes.read).
 	read func(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, error)
-	// fail translates the error of a failed watch creation (Store.fail).
+	// fail translates the error of a failed watch creation (writes.fail).
 	fail func(ctx context.Context, what string, err error) error
-	// watched records what a watch delivered in the key book (Store.watched).
+	// watched records what a watch delivered in the key book (writes.watched).
 	watched func(e jetstream.KeyValueEntry)
-	// emit hands an event to Config.OnEvent (Store.emit).
+	// emit hands an event to Config.OnEvent (writes.emit).
 	emit func(ev Event)
 }
 
 // bucketChecks is the store's checks of its bucket and of its server
 // (bucket_check.go, bucket_isolation.go), which may stop the store or move
 // it to another server. It holds the parts of the store it reads and the
-// upkeep's state, and, as functions, what it needs of the write path.
+// upkeep's state, and, as functions, what it needs of the write path
+// (writes, which holds the bucket checks in turn).
 type bucketChecks struct {
 	*upkeep
 	*storeConn
@@ -131,15 +133,15 @@ type bucketChecks struct {
 	*storeLife
 	cfg *Config
 	log *slog.Logger
-	// resending sends a request again while the stream does not answer (Store.resending).
+	// resending sends a request again while the stream does not answer (writes.resending).
 	resending func(actx context.Context, try func(context.Context) error) (resent bool, err error)
-	// current confirms a read with the stream leader (Store.current).
+	// current confirms a read with the stream leader (writes.current).
 	current func(ctx context.Context, deadline time.Time, what string, r readMark) error
-	// regressedRead judges a read below a revision seen (Store.regressedRead).
+	// regressedRead judges a read below a revision seen (writes.regressedRead).
 	regressedRead func(what, key string, highest, got uint64) error
-	// fail translates the error of a failed operation (Store.fail).
+	// fail translates the error of a failed operation (writes.fail).
 	fail func(ctx context.Context, what string, err error) error
-	// emit hands an event to Config.OnEvent (Store.emit).
+	// emit hands an event to Config.OnEvent (writes.emit).
 	emit func(ev Event)
 }
 

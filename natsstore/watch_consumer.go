@@ -276,7 +276,7 @@ func entryOp(h nats.Header) jetstream.KeyValueOp {
 
 // expiryMarker reports whether a message with headers h is a marker the
 // server wrote when a value's TTL ran out (or a bucket-wide MaxAge removed
-// it: Store.confirmExpiry tells them apart).
+// it: writes.confirmExpiry tells them apart).
 func expiryMarker(h nats.Header) bool {
 	return h.Get(hdrOperation) == "" && h.Get(hdrMarkerReason) == reasonMaxAge
 }

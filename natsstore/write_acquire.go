@@ -13,7 +13,7 @@ import (
 
 // acquire takes c.LeaseID for c's term by writing rec (with a per-message
 // TTL when ttl > 0): Acquire, and AcquireUnder with a record naming the
-// session and no TTL, within deadline (from Store.begin). When it leads a
+// session and no TTL, within deadline (from writes.begin). When it leads a
 // flight f, it tells f before each read of the key whose answer it may
 // report (see flights).
 //
@@ -185,7 +185,7 @@ func (w *writes) acquireJudge(ctx context.Context, a *acquiring, attempt int) (v
 }
 
 // confirmHeld has the stream's leader confirm a read that showed the key
-// held (Store.currentUnless). Should the key change while that is confirmed
+// held (writes.currentUnless). Should the key change while that is confirmed
 // (its watch saw a release), it reads it again (errMovedOn), in the first
 // attempt only: the revision the watch saw may be one the stream leader has
 // yet to apply.

@@ -494,7 +494,7 @@ func noLeader(err error) bool {
 
 const (
 	// resendAfter is how long a write or a read of a replicated bucket waits
-	// for its answer before it is sent again (Store.resending).
+	// for its answer before it is sent again (writes.resending).
 	resendAfter = 500 * time.Millisecond
 	// resendPause is how long one waits before it is sent again when it
 	// found no responder.
@@ -521,7 +521,7 @@ func (w *writes) read(ctx context.Context, deadline time.Time, key string) (*jet
 
 // readMarked is read, which also returns when and on which connection the
 // request that was answered was sent (the call may send it more than once),
-// for Store.current.
+// for writes.current.
 func (w *writes) readMarked(ctx context.Context, deadline time.Time, key string) (*jetstream.RawStreamMsg, readMark, error) {
 	return w.readVia(ctx, deadline, key, nil)
 }

@@ -14,7 +14,7 @@ import (
 // answer. Stale answers happen without any loss: a stream leader deposed
 // without knowing it yet answers from its old state until it steps down,
 // and both it and the new leader answer a request, the first answer
-// winning. Store.current cannot tell them apart: the leader that confirms a
+// winning. writes.current cannot tell them apart: the leader that confirms a
 // read is not always the one that answered it. So such a read is
 // unavailable, retried by its caller, and the store stops only when the
 // regression persists past regressionPersists, longer than a deposed
@@ -39,7 +39,7 @@ type staleSpell struct {
 
 // regressedRead judges a read of key (or of the stream's end, for "") that
 // showed revision got below revision highest, already confirmed current by
-// Store.current: for a bucket of one replica, or when the regression has
+// writes.current: for a bucket of one replica, or when the regression has
 // persisted for regressionPersists, the store stops (regressed);
 // otherwise the read is unavailable.
 func (w *writes) regressedRead(what, key string, highest, got uint64) error {
