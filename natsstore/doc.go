@@ -179,15 +179,15 @@
 // # Files
 //
 // Store (store.go) is a shell of parts; file names show them. write_*: the
-// write path (Acquire, Renew, Release in write_ops.go, their compare-and-swap
-// loops in acquire and rewrite), coalesced Acquires and the reads the writes
-// rest on (flight, current, stale, direct). keys_*: the keyBook and the
-// reading of keys and sessions that feeds the take decision of
-// natsstore/internal/expiry (observe, judge, session, inspect). watch_*:
-// the watches, Watch and WatchPrefix and the KV watches under them (key,
-// prefix, hub, consumer, liveness, hint). bucket_*: the openedBucket and
-// the bucketChecks of it and of the server, whose state is the upkeep
-// (open, error, check, isolation). Unprefixed: the shell and its
-// connection (store, dial, backend), the value format (record), config,
-// errors, events.
+// writes part, the write path (Acquire, Renew, Release in write_ops.go, their
+// compare-and-swap loops in acquire and rewrite), coalesced Acquires and the
+// reads the writes rest on (flight, current, stale, direct). keys_*: the
+// keyBook, and the writes part's reading of keys and sessions that feeds the
+// take decision of natsstore/internal/expiry (observe, judge, session); Read
+// and Leases (inspect). watch_*: the watches, Watch and WatchPrefix and the
+// KV watches under them (key, prefix, hub, consumer, liveness, hint).
+// bucket_*: the openedBucket and the bucketChecks of it and of the server,
+// whose state is the upkeep (open, error, check, isolation). Unprefixed: the
+// shell and its connection (store, dial, backend), the value format (record),
+// config, errors, events.
 package natsstore
