@@ -32,7 +32,10 @@
 // Every acquisition writes its own owner ID (node ID, a random instance
 // suffix fresh for each Locker, and a sequence number), so two guards never
 // share an owner ID: a store lets an owner re-acquire its own key, and a
-// shared ID would let two guards of one process both "hold" a lock.
+// shared ID would let two guards of one process both "hold" a lock. All
+// attempts of one Acquire write the same owner ID, so a retry after an
+// attempt whose outcome the store could not tell takes the key over if that
+// attempt had landed (with a new, larger token).
 //
 // # Sessions
 //

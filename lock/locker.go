@@ -98,30 +98,17 @@ func (l *Locker) OwnerID() string { return l.owner }
 // a live session.
 func (l *Locker) Held() int { return int(l.held.n.Load()) }
 
-// Acquire blocks until it holds the lock on resource, or ctx is done, or
-// the Locker is closed. It tries at once; while another owner holds the
-// lock it waits, woken by the store's watch when the key is released or
-// expires (or, for a lock held under a session, when that session ends),
-// and in any case polling with exponential backoff and jitter up to the
-// retry interval (a watch can be silent).
+// Acquire blocks until it holds the lock on resource, ctx is done, or the
+// Locker is closed. While another owner holds the lock it waits for the
+// store's watch to show the lock free, and polls with backoff as well; the
+// calls of one Locker for one resource queue up (see the package doc).
 //
-// The Acquire calls of one Locker that wait for the same resource queue
-// up: only the first contends at the store, and the others follow in the
-// order they arrived, so that a handover wakes one contender per Locker
-// instead of every waiter. A guard of this Locker that releases the
-// resource hands the turn to the first waiter at once.
-//
-// Errors: the context's error (matching ctx.Err(), with its cause),
-// lease.ErrClosed after Close, lease.ErrInvalid for a bad resource or
-// option, and store errors that waiting cannot fix (lease.ErrCorrupt,
-// lease.ErrClosed). Transient store errors are retried. A lock granted by
-// the store is returned even if ctx ends at that moment.
-//
-// All attempts of one call write the same owner ID, fresh for the call: a
-// retry after an attempt whose outcome the store could not tell takes the
-// key over if that attempt had landed (with a new, larger token). If ctx
-// ends right after such an attempt, the key may keep this call's owner ID
-// until its TTL runs out (or its session ends); no guard holds it.
+// Errors: ctx's error (with its cause), lease.ErrClosed after Close,
+// lease.ErrInvalid for a bad resource or option, and store errors that
+// waiting cannot fix (lease.ErrCorrupt); transient store errors are retried.
+// A lock granted is returned even if ctx ends at that moment; if ctx ends
+// right after an attempt whose outcome the store could not tell, the key
+// may keep this call's owner ID until its TTL runs out, with no guard.
 func (l *Locker) Acquire(ctx context.Context, resource string, opts ...Option) (*Guard, error) {
 	return l.acquire(ctx, resource, opts, true)
 }

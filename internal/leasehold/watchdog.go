@@ -18,43 +18,15 @@ import (
 )
 
 // WatchdogProps returns the Props of a Watchdog that keeps the lease of hold
-// alive in store.
-//
-// The Watchdog renews every lease.RenewPeriod(interval, TTL), re-derived
-// after every renewal from the Hold's current TTL, so it never sleeps past
-// half the TTL. The period after a renewal sent late (the process was
-// busy: more than a 500th of the period, at least 1 ms, after it was due)
-// is shortened by a random fraction of up to a fifth, never lengthened:
-// renewals that came due in a burst (locks taken together) and were
-// delayed together then come due spread out, instead of bunched period
-// after period. Renewals on time keep the exact period. After each successful renewal it moves the Hold's validity
-// (send time + TTL - SafetyMargin). A renewal that fails with a transient
-// error is retried with short, jittered, capped backoff until the Hold's
-// renew deadline (validity - StopTimeout). It then poisons the Hold and
-// sends a Poison message to its parent: at the deadline with
-// lease.LossDeadline, or at once with lease.LossTaken when the store says the
-// lease is lost, or lease.LossStoreError for answers that retrying cannot fix.
-// It never panics for a store error.
-//
-// cfg supplies the RenewInterval; the margins (SafetyMargin, StopTimeout)
-// are the Hold's, given to NewHold;
-// logger may be nil; report, when not nil, receives Renewed,
-// RenewalFailed and Poisoned events on the Watchdog's goroutine.
-//
-// The Watchdog stops renewing as soon as the Hold ends (poisoned or
-// MarkReleased), aborting a renewal in flight; stop the actor then. It
-// holds one tick timer, cancelled when it stops or restarts, and a second
-// timer, armed at the renew deadline while a renewal is in flight; it has
-// no goroutine of its own: a renewal runs on the goroutine of the tick
-// timer's callback, which runs the actor's mailbox (tickDispatcher), or
-// on a mailbox goroutine for messages sent by others.
-// An Extend message renews at once with a new TTL; when the store refuses
-// the new TTL as invalid (lease.ErrInvalid, e.g. under its floor), the
-// previous TTL and schedule are kept and the lease is not poisoned.
-//
-// The Props use protoactor's lock-free unbounded mailbox, which is smaller
-// than the default one; a watchdog gets a message per renew period, so the
-// default's throughput buys nothing.
+// alive in store. It renews every lease.RenewPeriod(cfg.RenewInterval, TTL)
+// and moves the Hold's validity after each success. Transient failures are
+// retried until the Hold's renew deadline; then, or at once when the store
+// says the lease is lost or gives an answer retrying cannot fix, it poisons
+// the Hold and sends Poison to its parent (lease.LossDeadline, LossTaken,
+// LossStoreError). An Extend message renews at once with a new TTL; one the
+// store refuses as invalid keeps the old TTL. report, when not nil, gets
+// Renewed, RenewalFailed and Poisoned on the Watchdog's goroutine; logger
+// may be nil. Stop the actor once the Hold has ended.
 func WatchdogProps(store lease.Store, hold *Hold, cfg lease.Config, logger *slog.Logger, report func(Report)) *actor.Props {
 	return PacedWatchdogProps(store, hold, cfg, logger, report, nil)
 }
@@ -75,6 +47,24 @@ var watchdogMailbox = actor.UnboundedLockfree()
 
 // watchdogSpec is what a Watchdog is made of, shared by its Props and every
 // incarnation of the actor.
+//
+// The schedule: the period is re-derived after every renewal from the
+// Hold's current TTL, so it never sleeps past half the TTL. The period after
+// a renewal sent late (the process was busy: more than a 500th of the
+// period, at least 1 ms, after it was due) is shortened by a random fraction
+// of up to a fifth, never lengthened: renewals that came due in a burst and
+// were delayed together then come due spread out, instead of bunched period
+// after period. Renewals on time keep the exact period. A failed renewal is
+// retried with short, jittered, capped backoff. The Watchdog never panics
+// for a store error.
+//
+// Its resources: one tick timer, cancelled when it stops or restarts, and a
+// second timer armed at the renew deadline while a renewal is in flight; no
+// goroutine of its own: a renewal runs on the goroutine of the tick timer's
+// callback, which runs the actor's mailbox (tickDispatcher), or on a mailbox
+// goroutine for messages sent by others. The mailbox is protoactor's
+// lock-free unbounded one, smaller than the default; a watchdog gets a
+// message per renew period, so the default's throughput buys nothing.
 type watchdogSpec struct {
 	store    lease.Store
 	hold     *Hold
