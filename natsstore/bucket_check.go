@@ -32,7 +32,7 @@ func (s *Store) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.checkSince(ctx, deadline, time.Now())
+	return s.bucketChecks.checkSince(ctx, deadline, time.Now())
 }
 
 // Err returns the *BucketError that stopped the store, or nil while it

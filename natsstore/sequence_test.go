@@ -65,7 +65,7 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 		s.writes = writesOf(s)
 		s.bucketChecks = checksOf(s)
 		s.sawRevision(100)
-		err := s.acked("k", &tc.ack, s.top.Load())
+		err := s.bucketChecks.acked("k", &tc.ack, s.top.Load())
 		require.ErrorIs(t, err, lease.ErrStoreConfig)
 		var be *BucketError
 		require.ErrorAs(t, s.Err(), &be)
@@ -79,6 +79,6 @@ func TestAckBelowSeenRevisionStopsTheStore(t *testing.T) {
 	s.writes = writesOf(s)
 	s.bucketChecks = checksOf(s)
 	s.sawRevision(100)
-	require.NoError(t, s.acked("k", &jetstream.PubAck{Stream: "KV_b", Sequence: 101}, 100))
+	require.NoError(t, s.bucketChecks.acked("k", &jetstream.PubAck{Stream: "KV_b", Sequence: 101}, 100))
 	assert.Equal(t, uint64(101), s.top.Load())
 }

@@ -27,9 +27,9 @@ type Store struct {
 	keyBook
 	upkeep
 	storeLife
-	bucketChecks         // the checks of the bucket and of the server (bucket_check.go, bucket_isolation.go)
-	watches      watches // Watch, WatchPrefix and the KV watches under them (watch_*.go)
-	writes       writes  // the write path and the reads and judgements it rests on (write_*.go, keys_*.go)
+	bucketChecks bucketChecks // the checks of the bucket and of the server (bucket_check.go, bucket_isolation.go)
+	watches      watches      // Watch, WatchPrefix and the KV watches under them (watch_*.go)
+	writes       writes       // the write path and the reads and judgements it rests on (write_*.go, keys_*.go)
 }
 
 // storeConn is the store's connection to the server.
@@ -308,7 +308,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		read: s.writes.read, fail: s.writes.fail, watched: s.writes.watched, emit: s.writes.emit}
 	s.bucketChecks = checksOf(s)
 	s.followConn()
-	s.watchIsolation(prefix)
+	s.bucketChecks.watchIsolation(prefix)
 
 	// Probe the subjects every operation uses, so that a user without
 	// permission learns it now, clearly, and not as a timeout later.
@@ -318,7 +318,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, ownConn bool)
 		return nil, explain(ctx, nc, err)
 	}
 	s.opened(ctx, st)
-	s.monitor()
+	s.bucketChecks.monitor()
 	s.log.Debug("natsstore: opened", "expiry", s.Expiry(), "replicas", st.replicas, "max_ttl", s.maxTTL)
 	return s, nil
 }
