@@ -76,6 +76,10 @@ func (r *report) renewCPUNATSGoal() goalRow {
 		"is the NATS client's cost per message, not the watchdog's: a write and a read system call and the "+
 		"wakeups of the goroutines that wait for the answer (syscalls and futex lead the client's profile).",
 		fmtNs(cpu.Median), fmtNs(store.Median))
+	if raw := r.spread(holdPkg, renewCPUNATS, "raw-kv-cpu-ns/update"); raw.Valid() {
+		g.why += fmt.Sprintf(" A bare nats.go `KeyValue.Update`, one call after the other on keys of another "+
+			"bucket, costs %s of client CPU in the same run: the floor under a renewal on NATS.", fmtNs(raw.Median))
+	}
 	return g
 }
 
@@ -88,7 +92,8 @@ func (r *report) renewCPUSection() {
 		"(`cpu-ns/renewal`), beside `MemStore.Renew` called directly as many times in the same run\n" +
 		"(`store-cpu-ns/renewal`). `BenchmarkWatchdogRenewCPUNATS` does the same on `natsstore` (every 200 ms)\n" +
 		"against a nats-server that the benchmark starts in a child process, so that its figures are the\n" +
-		"client's CPU alone; the server's CPU over the same spans is read from /proc.\n\n")
+		"client's CPU alone; the server's CPU over the same spans is read from /proc. It also reports the CPU of\n" +
+		"as many bare nats.go `KeyValue.Update` calls (`raw-kv-cpu-ns/update`), the floor under any write.\n\n")
 	b.WriteString("A timer-driven renewal runs on one goroutine: the tick timer's callback runs the watchdog's mailbox\n" +
 		"itself (`tickDispatcher`), after growing its stack once while shallow (`growStack`); protoactor's\n" +
 		"default dispatcher would start a second goroutine and grow its stack twice from deep in the store call.\n" +
@@ -97,7 +102,8 @@ func (r *report) renewCPUSection() {
 		"with the server in process (0.88x, client and server together).\n\n")
 	fmt.Fprintf(b, "| benchmark | metric | median ± spread (runs) |\n|---|---|---|\n")
 	for _, bench := range []string{renewCPUMem, renewCPUNATS} {
-		for _, unit := range []string{"cpu-ns/renewal", "store-cpu-ns/renewal", "server-cpu-ns/renewal", "store-server-cpu-ns/renewal"} {
+		for _, unit := range []string{"cpu-ns/renewal", "store-cpu-ns/renewal", "server-cpu-ns/renewal", "store-server-cpu-ns/renewal",
+			"raw-kv-cpu-ns/update", "raw-kv-server-cpu-ns/update"} {
 			if s := r.spread(holdPkg, bench, unit); s.Valid() {
 				fmt.Fprintf(b, "| %s | %s | %s |\n", bench, unit, fmtSpread(s, fmtNs))
 			}

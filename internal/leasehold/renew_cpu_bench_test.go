@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/internal/actorsys"
 	"github.com/asterforge/aster/lease"
@@ -45,7 +47,10 @@ func BenchmarkWatchdogRenewCPU(b *testing.B) {
 // store-cpu-ns/renewal are the client's CPU alone (the watchdogs', and as
 // many direct Store.Renew calls one after the other); server-cpu-ns/renewal
 // and store-server-cpu-ns/renewal are the server process's over the same
-// spans (from /proc, in 10 ms ticks; 0 without /proc).
+// spans (from /proc, in 10 ms ticks; 0 without /proc). The floor under
+// both: raw-kv-cpu-ns/update (and raw-kv-server-cpu-ns/update) is the CPU
+// of as many bare nats.go KeyValue.Update calls, one after the other, on
+// keys of another bucket.
 func BenchmarkWatchdogRenewCPUNATS(b *testing.B) {
 	srv := startNATSProcess(b)
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
@@ -56,7 +61,47 @@ func BenchmarkWatchdogRenewCPUNATS(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
+	rawCPU, rawServer := spanCPU(srv.cpu, rawKVUpdates(b, srv.url))
 	benchRenewCPU(b, store, renewCPUPeriodNATS, srv.cpu)
+	b.ReportMetric(float64(rawCPU.Nanoseconds())/float64(b.N), "raw-kv-cpu-ns/update")
+	b.ReportMetric(float64(rawServer.Nanoseconds())/float64(b.N), "raw-kv-server-cpu-ns/update")
+}
+
+// rawKVUpdates connects to url, writes renewCPUWatchdogs keys of 128 bytes
+// in a bucket of their own, and returns a function that makes b.N
+// KeyValue.Update calls over them, round-robin, each at its key's last
+// revision: what a renewal's write costs nats.go alone.
+func rawKVUpdates(b *testing.B, url string) func() {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(b.Context(), jetstream.KeyValueConfig{Bucket: "bench-raw-cpu"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 128)
+	keys := make([]string, renewCPUWatchdogs)
+	revs := make([]uint64, renewCPUWatchdogs)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench.cpu.%d", i)
+		if revs[i], err = kv.Put(b.Context(), keys[i], value); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func() {
+		for i := range b.N {
+			k := i % len(revs)
+			if revs[k], err = kv.Update(b.Context(), keys[k], value, revs[k]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
 
 // benchRenewCPU runs BenchmarkWatchdogRenewCPU's measurement on store;
