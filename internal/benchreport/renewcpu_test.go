@@ -37,6 +37,8 @@ BenchmarkWatchdogRenewCPUNATS-2 	 5000	 200000 ns/op	 33000 cpu-ns/renewal	 2700
 	assert.Contains(t, nats, "32.0 µs")
 	assert.Contains(t, nats, "(the server's: 61.0 µs")
 	assert.True(t, strings.HasSuffix(nats, "| <= 15.0 µs | **missed** |"), nats)
+	assert.Contains(t, md, "\n## Missed goals and why\n\nWhat partial runs and profiles found")
+	assert.Contains(t, md, "[performance.md](performance.md)")
 	assert.Contains(t, md, "\n## CPU per renewal\n")
 	assert.Contains(t, md, "| BenchmarkWatchdogRenewCPUNATS | server-cpu-ns/renewal | 61.0 µs")
 	assert.Contains(t, md, "| BenchmarkWatchdogRenewCPUNATS | raw-kv-cpu-ns/update | 29.0 µs")

@@ -172,7 +172,9 @@ func (r *report) misses(b *bytes.Buffer) {
 		b.WriteString("\nEvery measured goal was met in this run.\n")
 		return
 	}
-	b.WriteString("\n## Missed goals and why\n")
+	b.WriteString("\n## Missed goals and why\n\n" +
+		"What partial runs and profiles found about the costs of holding a lease is kept, with dates and\n" +
+		"commands, in [performance.md](performance.md), which this report does not rewrite.\n")
 	for _, g := range ms {
 		fmt.Fprintf(b, "\n### %s\n\n", g.figure)
 		if g.why != "" {
