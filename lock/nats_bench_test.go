@@ -68,15 +68,7 @@ func benchLocker(b *testing.B, store lease.Store, cfg lock.Config) *lock.Locker 
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := natstest.Start(b)
 	store := benchStore(b, srv.ClientURL(), "bench_lock")
-	nc, err := nats.Connect(srv.ClientURL(), nats.ReconnectBufSize(-1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js := natstest.JetStream(b, srv.ClientURL(), nats.ReconnectBufSize(-1))
 	raw := &rawKV{js: js, subject: "$KV.bench_lock.raw", data: bytes.Repeat([]byte("x"), 128)}
 	ctx := context.Background()
 	for _, mode := range []string{"lease", "session", "try"} {

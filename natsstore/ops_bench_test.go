@@ -36,15 +36,7 @@ func BenchmarkStoreVsRawKV(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = store.Close() })
-	nc, err := nats.Connect(srv.ClientURL(), nats.ReconnectBufSize(-1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js := natstest.JetStream(b, srv.ClientURL(), nats.ReconnectBufSize(-1))
 	raw := &rawWriter{js: js, subject: "$KV.bench_ops.raw", data: bytes.Repeat([]byte("x"), 128)}
 
 	claim := lease.Claim{LeaseID: "bench.ops", OwnerID: lease.NewOwnerID(), Term: lease.NewTerm(), TTL: 30 * time.Second}

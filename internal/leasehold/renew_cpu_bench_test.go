@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asterforge/aster/internal/actorsys"
+	"github.com/asterforge/aster/internal/natstest"
 	"github.com/asterforge/aster/lease"
 	"github.com/asterforge/aster/lease/leasetest"
 	"github.com/asterforge/aster/natsstore"
@@ -72,15 +72,7 @@ func BenchmarkWatchdogRenewCPUNATS(b *testing.B) {
 // KeyValue.Update calls over them, round-robin, each at its key's last
 // revision: what a renewal's write costs nats.go alone.
 func rawKVUpdates(b *testing.B, url string) func() {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js := natstest.JetStream(b, url)
 	kv, err := js.CreateKeyValue(b.Context(), jetstream.KeyValueConfig{Bucket: "bench-raw-cpu"})
 	if err != nil {
 		b.Fatal(err)
