@@ -228,7 +228,7 @@ func (w *watchdog) Receive(c actor.Context) {
 			w.done = true
 			return
 		}
-		w.arm(sent.At.Add(w.firstPeriod()))
+		w.arm(w.pacer.slot(sent.At.Add(w.firstPeriod()), w.period()))
 	case renewTick:
 		now := time.Now()
 		if w.due.IsZero() || now.Before(w.due) {
@@ -490,10 +490,11 @@ func (w *watchdog) succeeded(renewed lease.Lease, sent Sent, period time.Duratio
 	w.fails, w.last = 0, nil
 	w.retry.Reset()
 	w.emit(Renewed{Lease: renewed, ValidUntil: w.hold.ValidUntil()})
+	due := sent.At.Add(period)
 	if w.jitter {
-		period, w.jitter = jitteredBy(w.rand(), period), false
+		due, w.jitter = sent.At.Add(jitteredBy(w.rand(), period)), false
 	}
-	w.arm(sent.At.Add(period))
+	w.arm(w.pacer.slot(due, period))
 }
 
 // failure is a renewal that failed: what was sent, its error, and what
