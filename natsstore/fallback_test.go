@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,13 @@ import (
 type ttlIgnoringKV struct{ keyValue }
 
 func (k ttlIgnoringKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return k.keyValue.PublishMsg(ctx, m, opts[:1]...) // the expected sequence only (see writes.publish)
+	if _, ok := m.Header[jetstream.MsgTTLHeader]; ok { // the expected sequence only (see writeHeader)
+		c := *m
+		c.Header = maps.Clone(m.Header)
+		delete(c.Header, jetstream.MsgTTLHeader)
+		m = &c
+	}
+	return k.keyValue.PublishMsg(ctx, m, opts...)
 }
 
 func (k ttlIgnoringKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {

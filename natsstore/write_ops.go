@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -367,20 +368,13 @@ const attemptShare = 3 // of 4
 // publish writes rec under key, expecting the key's last revision to be
 // expect (0: no message), with a per-message TTL when ttl > 0.
 func (w *writes) publish(ctx context.Context, deadline time.Time, key string, rec record, expect uint64, ttl time.Duration) (*jetstream.PubAck, error) {
-	m := &nats.Msg{Subject: w.putPrefix + key, Data: appendRecord(make([]byte, 0, 128), rec)}
-	if rec.Kind == kindReleased {
-		m.Header = nats.Header{hdrOperation: []string{opDelete}}
-	}
-	opts := make([]jetstream.PublishOpt, 1, 2)
-	opts[0] = jetstream.WithExpectLastSequencePerSubject(expect)
-	if ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(ttl))
-	}
+	m := &nats.Msg{Subject: w.putPrefix + key, Data: appendRecord(make([]byte, 0, 128), rec),
+		Header: writeHeader(rec.Kind, expect, ttl)}
 	g := w.guard(ctx, deadline, attemptShare)
 	defer g.end()
 	actx := g.ctx
 	before := w.top.Load()
-	ack, err := w.sendWrite(actx, m, opts)
+	ack, err := w.sendWrite(actx, m)
 	if err == nil && ack == nil {
 		err = jetstream.ErrInvalidJSAck
 	}
@@ -398,6 +392,23 @@ func (w *writes) publish(ctx context.Context, deadline time.Time, key string, re
 	return ack, err
 }
 
+// writeHeader returns the headers of a write of a record of kind: the
+// revision it expects the key to be at (0: no message), the per-message
+// TTL when ttl > 0, and the delete operation of a release. They are the
+// headers jetstream.WithExpectLastSequencePerSubject, WithMsgTTL and the
+// KV's Delete set; the write passes no publish options (jsBucket.PublishMsg).
+func writeHeader(kind recordKind, expect uint64, ttl time.Duration) nats.Header {
+	h := make(nats.Header, 3)
+	h[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(expect, 10)}
+	if ttl > 0 {
+		h[jetstream.MsgTTLHeader] = []string{ttl.String()}
+	}
+	if kind == kindReleased {
+		h[hdrOperation] = []string{opDelete}
+	}
+	return h
+}
+
 // sendWrite publishes m within actx, sending it again as resending says: a
 // write that reaches a stream without a leader (an election takes 4 to 9 s
 // after the old leader is lost) is dropped, not queued for the next leader,
@@ -406,10 +417,10 @@ func (w *writes) publish(ctx context.Context, deadline time.Time, key string, re
 // them lands. A conflict after a copy went unanswered may mean that the
 // first one landed: it is reported as errResent, which the caller resolves
 // by reading the key back.
-func (w *writes) sendWrite(actx context.Context, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (w *writes) sendWrite(actx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	resent, err := w.resending(actx, func(sctx context.Context) (err error) {
-		ack, err = w.kv.PublishMsg(sctx, m, opts...)
+		ack, err = w.kv.PublishMsg(sctx, m)
 		return err
 	})
 	if resent && isConflict(err) {
