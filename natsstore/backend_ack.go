@@ -47,6 +47,12 @@ func readAck(data []byte) (*jetstream.PubAck, error) {
 	if ack, ok := parseAck(data); ok {
 		return ack, nil
 	}
+	return decodeAck(data)
+}
+
+// decodeAck reads a publish acknowledgement with encoding/json, as
+// jetstream.Publisher does (its publishMsg), errors included.
+func decodeAck(data []byte) (*jetstream.PubAck, error) {
 	var r struct {
 		Error *jetstream.APIError `json:"error,omitempty"`
 		*jetstream.PubAck

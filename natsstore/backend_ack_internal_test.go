@@ -2,7 +2,6 @@ package natsstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,25 +15,6 @@ import (
 
 	"github.com/asterforge/aster/internal/natstest"
 )
-
-// decodeAck is how jetstream.Publisher reads an acknowledgement, which
-// readAck must match.
-func decodeAck(data []byte) (*jetstream.PubAck, error) {
-	var r struct {
-		Error *jetstream.APIError `json:"error,omitempty"`
-		*jetstream.PubAck
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, jetstream.ErrInvalidJSAck
-	}
-	if r.Error != nil {
-		return nil, fmt.Errorf("nats: %w", r.Error)
-	}
-	if r.PubAck == nil || r.Stream == "" {
-		return nil, jetstream.ErrInvalidJSAck
-	}
-	return r.PubAck, nil
-}
 
 func TestReadAck(t *testing.T) {
 	for _, tc := range []struct {
