@@ -81,31 +81,8 @@ func parseAck(b []byte) (*jetstream.PubAck, bool) {
 	}
 	b = b[1:]
 	for {
-		key, rest, ok := parseString(b)
-		if !ok || len(rest) == 0 || rest[0] != ':' {
-			return nil, false
-		}
-		b = rest[1:]
-		switch key {
-		case "stream", "domain":
-			var v string
-			if v, b, ok = parseString(b); !ok {
-				return nil, false
-			}
-			if key == "stream" {
-				ack.Stream = v
-			} else {
-				ack.Domain = v
-			}
-		case "seq":
-			if ack.Sequence, b, ok = parseUint(b); !ok {
-				return nil, false
-			}
-		case "duplicate":
-			if ack.Duplicate, b, ok = parseBool(b); !ok {
-				return nil, false
-			}
-		default:
+		var ok bool
+		if b, ok = parseAckField(&ack, b); !ok {
 			return nil, false
 		}
 		switch {
@@ -117,6 +94,29 @@ func parseAck(b []byte) (*jetstream.PubAck, bool) {
 			return nil, false
 		}
 	}
+}
+
+// parseAckField reads one "key":value of an acknowledgement into ack and
+// returns what follows it.
+func parseAckField(ack *jetstream.PubAck, b []byte) ([]byte, bool) {
+	key, b, ok := parseString(b)
+	if !ok || len(b) == 0 || b[0] != ':' {
+		return nil, false
+	}
+	b = b[1:]
+	switch key {
+	case "stream":
+		ack.Stream, b, ok = parseString(b)
+	case "domain":
+		ack.Domain, b, ok = parseString(b)
+	case "seq":
+		ack.Sequence, b, ok = parseUint(b)
+	case "duplicate":
+		ack.Duplicate, b, ok = parseBool(b)
+	default:
+		return nil, false
+	}
+	return b, ok
 }
 
 // parseString reads a JSON string of printable ASCII without escapes.
