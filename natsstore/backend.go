@@ -15,8 +15,9 @@ import (
 // (markers included, with headers), and a watch of one key or prefix. jsBucket
 // implements it over nats.go; tests wrap it to inject faults.
 type keyValue interface {
-	// PublishMsg writes m to the bucket's stream (jetstream.Publisher).
-	PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	// PublishMsg writes m, with the conditions its headers set, to the
+	// bucket's stream, answering as jetstream.Publisher does.
+	PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
 	// GetLastMsgForSubject returns the last message stored on subject, or
 	// an error matching jetstream.ErrMsgNotFound.
 	GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)

@@ -280,11 +280,11 @@ type notingKV struct {
 	iso *isolation
 }
 
-func (k notingKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k notingKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	k.iso.serving(heldTTL(m.Data))
 	begin := time.Now()
 	k.iso.sending()
-	ack, err := k.keyValue.PublishMsg(ctx, m, opts...)
+	ack, err := k.keyValue.PublishMsg(ctx, m)
 	k.iso.done()
 	k.iso.note(ctx, begin, err, true)
 	return ack, err

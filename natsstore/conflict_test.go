@@ -23,13 +23,13 @@ type refusingKV struct {
 	published atomic.Int32
 }
 
-func (r *refusingKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (r *refusingKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	r.published.Add(1)
 	if r.refuse.Load() {
 		return nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant,
 			Description: "wrong last sequence"}
 	}
-	return r.keyValue.PublishMsg(ctx, m, opts...)
+	return r.keyValue.PublishMsg(ctx, m)
 }
 
 // Conflicts on a key that does not change are not contention: the stream

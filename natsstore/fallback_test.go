@@ -20,14 +20,14 @@ import (
 // a TTL, and reads show the header.
 type ttlIgnoringKV struct{ keyValue }
 
-func (k ttlIgnoringKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k ttlIgnoringKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	if _, ok := m.Header[jetstream.MsgTTLHeader]; ok { // the expected sequence only (see writeHeader)
 		c := *m
 		c.Header = maps.Clone(m.Header)
 		delete(c.Header, jetstream.MsgTTLHeader)
 		m = &c
 	}
-	return k.keyValue.PublishMsg(ctx, m, opts...)
+	return k.keyValue.PublishMsg(ctx, m)
 }
 
 func (k ttlIgnoringKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {

@@ -43,21 +43,21 @@ func (f *faultKV) set(x fault) {
 	f.next = x
 }
 
-func (f *faultKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (f *faultKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	f.mu.Lock()
 	x := f.next
 	f.next = noFault
 	f.mu.Unlock()
 	switch x {
 	case lostAck:
-		if _, err := f.keyValue.PublishMsg(ctx, m, opts...); err != nil {
+		if _, err := f.keyValue.PublishMsg(ctx, m); err != nil {
 			return nil, err
 		}
 		return nil, nats.ErrTimeout
 	case dropped:
 		return nil, nats.ErrTimeout
 	case deposed, deposedTwice:
-		if _, err := f.keyValue.PublishMsg(ctx, m, opts...); err != nil {
+		if _, err := f.keyValue.PublishMsg(ctx, m); err != nil {
 			return nil, err
 		}
 		if x == deposedTwice {
@@ -75,12 +75,12 @@ func (f *faultKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream
 		f.pending = func() (*jetstream.PubAck, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			return f.keyValue.PublishMsg(ctx, m, opts...)
+			return f.keyValue.PublishMsg(ctx, m)
 		}
 		f.mu.Unlock()
 		return nil, nats.ErrTimeout
 	}
-	return f.keyValue.PublishMsg(ctx, m, opts...)
+	return f.keyValue.PublishMsg(ctx, m)
 }
 
 // land makes the delayed write land now, as a write replayed after a

@@ -39,9 +39,9 @@ func (k *leaderlessReadsKV) GetLastMsgForSubject(ctx context.Context, subject st
 	return k.keyValue.GetLastMsgForSubject(ctx, subject)
 }
 
-func (k *leaderlessReadsKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k *leaderlessReadsKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	k.writes.Add(1)
-	return k.keyValue.PublishMsg(ctx, m, opts...)
+	return k.keyValue.PublishMsg(ctx, m)
 }
 
 // expiringStores opens two stores of one bucket on a server; the second's

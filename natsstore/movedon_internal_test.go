@@ -37,7 +37,7 @@ func (k *releasingKV) GetLastMsgForSubject(_ context.Context, subject string) (*
 	return &jetstream.RawStreamMsg{Subject: subject, Sequence: 10, Data: appendRecord(nil, rec)}, nil
 }
 
-func (k *releasingKV) PublishMsg(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k *releasingKV) PublishMsg(context.Context, *nats.Msg) (*jetstream.PubAck, error) {
 	k.writes.Add(1)
 	return &jetstream.PubAck{Stream: "KV_b", Sequence: 12}, nil
 }

@@ -15,7 +15,7 @@ import (
 // benchmark sees the store's own cost per operation.
 type instantKV struct{ seq uint64 }
 
-func (k *instantKV) PublishMsg(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k *instantKV) PublishMsg(context.Context, *nats.Msg) (*jetstream.PubAck, error) {
 	k.seq++
 	return &jetstream.PubAck{Sequence: k.seq}, nil
 }

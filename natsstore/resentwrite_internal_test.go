@@ -27,22 +27,21 @@ type deposedThenCommittedKV struct {
 
 	mu      sync.Mutex
 	refused *nats.Msg
-	opts    []jetstream.PublishOpt
 	done    bool
 }
 
-func (k *deposedThenCommittedKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k *deposedThenCommittedKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	k.mu.Lock()
 	first := m.Subject == k.key && k.refused == nil
 	if first {
-		k.refused, k.opts = m, opts
+		k.refused = m
 	}
 	k.mu.Unlock()
 	if first {
 		return nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant,
 			Description: "wrong last sequence"}
 	}
-	return k.keyValue.PublishMsg(ctx, m, opts...)
+	return k.keyValue.PublishMsg(ctx, m)
 }
 
 func (k *deposedThenCommittedKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
@@ -50,10 +49,10 @@ func (k *deposedThenCommittedKV) GetLastMsgForSubject(ctx context.Context, subje
 	k.mu.Lock()
 	commit := subject == k.key && k.refused != nil && !k.done
 	k.done = k.done || commit
-	refused, opts := k.refused, k.opts
+	refused := k.refused
 	k.mu.Unlock()
 	if commit {
-		if _, err := k.keyValue.PublishMsg(ctx, refused, opts...); err != nil {
+		if _, err := k.keyValue.PublishMsg(ctx, refused); err != nil {
 			return nil, err
 		}
 		k.other()

@@ -20,9 +20,9 @@ type countingKV struct {
 	writes, reads atomic.Int32
 }
 
-func (c *countingKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (c *countingKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	c.writes.Add(1)
-	return c.keyValue.PublishMsg(ctx, m, opts...)
+	return c.keyValue.PublishMsg(ctx, m)
 }
 
 func (c *countingKV) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {

@@ -387,8 +387,7 @@ func (s *Store) probe(ctx context.Context) error {
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("natsstore: read from bucket %q: %w", s.bucket, err)
 	}
-	_, err = s.kv.PublishMsg(ctx, &nats.Msg{Subject: s.putPrefix + probeKey},
-		jetstream.WithExpectLastSequencePerSubject(1<<62))
+	_, err = s.kv.PublishMsg(ctx, &nats.Msg{Subject: s.putPrefix + probeKey, Header: writeHeader(kindHeld, 1<<62, 0)})
 	if err != nil && !isConflict(err) {
 		return fmt.Errorf("natsstore: write to bucket %q: %w", s.bucket, err)
 	}

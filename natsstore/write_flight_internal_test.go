@@ -33,7 +33,7 @@ type herdKV struct {
 	writes, reads int
 }
 
-func (k *herdKV) PublishMsg(_ context.Context, m *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (k *herdKV) PublishMsg(_ context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	k.mu.Lock()
 	k.writes++
 	n := k.writes
@@ -281,12 +281,12 @@ type panicKV struct {
 	writes atomic.Int32
 }
 
-func (p *panicKV) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func (p *panicKV) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	if p.writes.Add(1) == 1 {
 		<-p.gate
 		panic("natsstore test: a bug in a write")
 	}
-	return p.herdKV.PublishMsg(ctx, m, opts...)
+	return p.herdKV.PublishMsg(ctx, m)
 }
 
 // A flight whose leader panics still lands: the claim waiting for it runs
